@@ -1,0 +1,268 @@
+"""Skew-report job benchmark: synthetic snapshots of N rows in a redis-server of its own (loopback, keys under
+`{bench}`), the job timed per size on a local Spark master; results in benchmarks/results/skew.json and
+a time-vs-rows plot in skew.png.
+
+    python -m benchmarks.skew_bench [--rows 1000000,10000000] [--quick] [--snapshots 4] [--master local[2]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+
+from service.skew import io as skew_io
+from service.skew import job
+from tests.redis_server import RedisServer
+
+log = logging.getLogger("benchmarks.skew_bench")
+
+PREFIX = "bench"
+PART_ROWS = 5000  # as service/snapshot.py
+CLUSTERS = ("bench-a", "bench-b")
+BROKERS_PER_CLUSTER = 12
+QUICK_ROWS = 20_000
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+# --- synthetic snapshots
+
+def topic_rows(idx: int, snap: int, seed: int = 7) -> list[list[Any]]:
+    """The rows of topic #idx in snapshot #snap. Deterministic per topic; a few topics drift between
+    snapshots so that the trend part of the report has something to find. Mix, roughly as in a real
+    cluster: 60% created cluster-wide (even), 25% on a few brokers with uneven queue counts, 15%
+    auto-created on one broker, mostly the first one (the TBW102 effect)."""
+    rng = random.Random(idx * 1_000_003 + seed)
+    cluster = CLUSTERS[idx % len(CLUSTERS)]
+    brokers = [f"{cluster}-{i:02d}" for i in range(BROKERS_PER_CLUSTER)]
+    topic = f"T{idx:08d}"
+    kind = rng.random()
+    if kind < 0.60:
+        q = rng.choice((4, 8, 16))
+        placement = [(b, q) for b in brokers]
+    elif kind < 0.85:
+        placement = [(b, rng.randint(2, 16)) for b in rng.sample(brokers, rng.randint(2, 6))]
+        if (idx + snap) % 20 == 0:  # drift: the first broker gains queues
+            placement[0] = (placement[0][0], placement[0][1] * 2)
+    else:
+        b = brokers[0] if rng.random() < 0.7 else rng.choice(brokers)
+        placement = [(b, rng.choice((4, 8)))]
+    perm = 6 if rng.random() > 0.01 else 4
+    return [[cluster, b, topic, q, q, perm, 0] for b, q in placement]
+
+
+def write_snapshot(client: redis.Redis, taken_at: int, snap: int, rows_target: int) -> tuple[int, int]:
+    """One snapshot of about rows_target rows in the writer's format. Returns (rows, parts)."""
+    snap_id = str(taken_at)
+    rows: list[list[Any]] = []
+    n_rows = parts = size = 0
+    idx = 0
+    pipe = client.pipeline(transaction=False)
+
+    def flush(final: bool = False) -> None:
+        nonlocal rows, parts, size
+        while len(rows) >= PART_ROWS or (final and rows):
+            chunk, rows = rows[:PART_ROWS], rows[PART_ROWS:]
+            blob = zlib.compress(orjson.dumps(chunk))
+            pipe.set(skew_io.part_key(PREFIX, snap_id, parts), blob)
+            parts += 1
+            size += len(blob)
+            if parts % 32 == 0:
+                pipe.execute()
+
+    while n_rows < rows_target:
+        r = topic_rows(idx, snap)
+        rows.extend(r)
+        n_rows += len(r)
+        idx += 1
+        if len(rows) >= PART_ROWS:
+            flush()
+    flush(final=True)
+    brokers = [{"cluster": c, "brokerName": f"{c}-{i:02d}", "brokerId": 0, "brokerAddr": f"10.1.{k}.{i}:10911",
+                "lastHeartbeat": taken_at} for k, c in enumerate(CLUSTERS) for i in range(BROKERS_PER_CLUSTER)]
+    pipe.hset(skew_io.manifest_key(PREFIX, snap_id), mapping={
+        "takenAt": taken_at, "parts": parts, "rows": n_rows, "bytes": size,
+        "brokers": zlib.compress(orjson.dumps(brokers))})
+    pipe.zadd(skew_io.index_key(PREFIX), {snap_id: taken_at})
+    pipe.execute()
+    return n_rows, parts
+
+
+def generate(client: redis.Redis, rows: int, snapshots: int) -> dict[str, Any]:
+    """`snapshots` snapshots one minute apart, `rows` rows in all."""
+    client.flushdb()  # our own throwaway server
+    now = skew_io.redis_now_ms(client)
+    t0 = time.perf_counter()
+    total = parts = 0
+    for s in range(snapshots):
+        n, p = write_snapshot(client, now - (snapshots - s) * 60_000, s, rows // snapshots)
+        total += n
+        parts += p
+    return {"rows": total, "snapshots": snapshots, "parts": parts,
+            "redisBytes": int(client.info("memory")["used_memory"]),
+            "generateSeconds": round(time.perf_counter() - t0, 2)}
+
+
+# --- environment
+
+def _cmd(*argv: str) -> str:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr).strip() else "unknown"
+
+
+def environment(master: str, conf: list[tuple[str, str]]) -> dict[str, Any]:
+    import pandas
+    import pyarrow
+    import pyspark
+
+    cpu = "unknown"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem_gb = None
+    try:
+        kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                      if line.startswith("MemTotal")))
+        mem_gb = round(kb / 1024 / 1024, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    root = Path(__file__).resolve().parent.parent
+    sha = _cmd("git", "-C", str(root), "rev-parse", "--short", "HEAD")
+    dirty = _cmd("git", "-C", str(root), "status", "--porcelain", "--untracked-files=no")
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "git": sha if sha.isalnum() else "uncommitted",
+        "gitDirty": dirty not in ("", "unknown"),
+        "machine": {"platform": platform.platform(), "cpu": cpu, "cpus": os.cpu_count(), "memGB": mem_gb},
+        "versions": {
+            "python": platform.python_version(),
+            "pyspark": pyspark.__version__,
+            "pyarrow": pyarrow.__version__,
+            "pandas": pandas.__version__,
+            "java": _cmd("java", "-version"),
+            "redis": _cmd("redis-server", "--version"),
+        },
+        "spark": {"master": master, "conf": dict(conf)},
+    }
+
+
+# --- the run
+
+def job_args(url: str, out: Path, master: str, conf: list[tuple[str, str]]) -> argparse.Namespace:
+    argv = ["--redis-url", url, "--prefix", PREFIX, "--since", "1h", "--out", str(out), "--master", master]
+    for k, v in conf:
+        argv += ["--conf", f"{k}={v}"]
+    return job.add_arguments(argparse.ArgumentParser()).parse_args(argv)
+
+
+def plot(results: list[dict[str, Any]], env: dict[str, Any], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    xs = [r["rows"] for r in results]
+    ys = [r["jobSeconds"] for r in results]
+    ax.plot(xs, ys, marker="o")
+    for x, y, r in zip(xs, ys, results, strict=True):
+        ax.annotate(f"{y:.0f} s\n{r['rowsPerSecond']:,.0f} rows/s", (x, y), textcoords="offset points",
+                    xytext=(6, -18), fontsize=8)
+    if len(xs) > 1:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("snapshot rows in the window")
+    ax.set_ylabel("job time (s)")
+    ax.set_title(f"namesrv skew-report, {env['spark']['master']}, {env['machine']['cpus']} CPUs "
+                 f"(git {env['git']})", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+
+
+def run(
+    sizes: list[int],
+    *,
+    snapshots: int = 4,
+    master: str = "local[2]",
+    conf: list[tuple[str, str]] | None = None,
+    results_dir: Path = RESULTS,
+    warmup: bool = True,
+) -> dict[str, Any]:
+    conf = list(conf or [])
+    server = RedisServer().start()
+    work = Path(tempfile.mkdtemp(prefix="skew-bench-"))
+    spark = owned = None
+    try:
+        client = redis.Redis.from_url(server.url)
+        args = job_args(server.url, work / "report", master, conf)
+        t0 = time.perf_counter()
+        spark, owned = job.spark_session(args)
+        startup = round(time.perf_counter() - t0, 2)
+        env = environment(master, conf)
+        env["sparkStartupSeconds"] = startup
+        if warmup:  # JVM JIT, Python workers: not what a long run pays per report
+            generate(client, QUICK_ROWS, 2)
+            job.run_once(spark, args)
+        results = []
+        for rows in sizes:
+            gen = generate(client, rows, snapshots)
+            log.info("generated %s", gen)
+            t0 = time.perf_counter()
+            outcome = job.run_once(spark, args)
+            seconds = time.perf_counter() - t0
+            result = {**gen, "jobSeconds": round(seconds, 2), "rowsPerSecond": round(gen["rows"] / seconds),
+                      "topicsLatest": outcome.summary["totals"]["topics"],
+                      "worsening": outcome.summary["totals"]["worsening"], "stages": outcome.stages}
+            log.info("result %s", result)
+            results.append(result)
+        client.close()
+        doc = {"benchmark": "skew-report", **env, "results": results}
+        results_dir.mkdir(parents=True, exist_ok=True)
+        (results_dir / "skew.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        plot(results, env, results_dir / "skew.png")
+        return doc
+    finally:
+        if spark is not None and owned:
+            spark.stop()
+        server.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.skew_bench", description=__doc__.splitlines()[0])
+    p.add_argument("--rows", default="1000000", help="comma-separated total row counts (default 1000000)")
+    p.add_argument("--quick", action="store_true", help=f"one tiny size ({QUICK_ROWS} rows), no warm-up")
+    p.add_argument("--snapshots", type=int, default=4, help="snapshots the rows are spread over (default 4)")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--conf", type=job._conf, action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--results", type=Path, default=RESULTS, help="directory for skew.json and skew.png")
+    a = p.parse_args(argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sizes = [QUICK_ROWS] if a.quick else [int(x.replace("_", "")) for x in a.rows.split(",") if x.strip()]
+    doc = run(sizes, snapshots=2 if a.quick else a.snapshots, master=a.master, conf=a.conf,
+              results_dir=a.results, warmup=not a.quick)
+    for r in doc["results"]:
+        print(f"{r['rows']:>12,} rows  {r['jobSeconds']:>8.1f} s  {r['rowsPerSecond']:>10,} rows/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

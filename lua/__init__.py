@@ -1,0 +1,1 @@
+"""Lua scripts shipped as package data (`service.lua`), loaded by service/scripts.py."""

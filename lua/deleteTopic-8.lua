@@ -1,0 +1,40 @@
+--[[
+  Delete a topic's routes (RocketMQ DELETE_TOPIC_IN_NAMESRV), everywhere or in one cluster.
+
+  KEYS:
+    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
+    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+  ARGV:
+    1 topic   2 clusterName ("" = all clusters)
+  Returns:
+    {removedQueueDatas}  0 when the topic or cluster is unknown (a no-op, as in Java)
+  Side effects:
+    HDEL of the queue data of each broker (of the cluster), reverse index kept equal, topic dropped when
+    empty. Publishes the topic on {prefix}:changes.
+]]
+local rcall = redis.call
+--- @include "includes/common"
+--- @include "includes/routekeys"
+
+local topic, cluster = ARGV[1], ARGV[2]
+local kt = base .. "t:" .. topic
+local removed = 0
+local names
+if cluster == "" then
+  names = rcall("HKEYS", kt)
+else
+  names = rcall("SMEMBERS", base .. "c:" .. cluster)
+end
+for _, bname in ipairs(names) do
+  if rcall("HDEL", kt, bname) == 1 then
+    removed = removed + 1
+    rcall("SREM", base .. "bt:" .. bname, topic)
+  end
+end
+if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, topic) end
+if removed > 0 then
+  local ch = changes_new()
+  changes_add(ch, topic)
+  changes_publish(base, K.ver, ch)
+end
+return { removed }

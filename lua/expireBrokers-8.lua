@@ -1,0 +1,43 @@
+--[[
+  Expire brokers whose heartbeat is older than their timeout (RocketMQ scanNotActiveBroker), one batch.
+
+  KEYS:
+    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
+    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+  ARGV:
+    1 batch: at most this many due entries are examined (bounded work per call)
+    2 now ms ("" = Redis TIME)
+  Returns:
+    {more 0/1, {member, brokerName, ...}}  more = 1 when the batch was full (call again)
+  Side effects:
+    Each due entry is re-checked against its live score (a broker that heartbeated a moment ago is
+    kept and its deadline repaired, RocketMQ #11043); an expired one is unregistered as unregisterBroker
+    does. Publishes changed topics. An empty scan costs O(log n) (one ZRANGEBYSCORE).
+]]
+local rcall = redis.call
+--- @include "includes/common"
+--- @include "includes/routekeys"
+--- @include "includes/brokers"
+
+local batch = tonumber(ARGV[1])
+local now = now_ms(ARGV[2])
+local due = rcall("ZRANGEBYSCORE", K.deadlines, "-inf", "(" .. now, "LIMIT", 0, batch)
+local ch = changes_new()
+local out = {}
+for _, member in ipairs(due) do
+  local kl = base .. "l:" .. member
+  local last = rcall("ZSCORE", K.live, member)
+  local timeout = tonumber(rcall("HGET", kl, "timeout") or "120000")
+  if last and tonumber(last) + timeout >= now then
+    rcall("ZADD", K.deadlines, tonumber(last) + timeout, member)
+  else
+    local cluster, addr = string.match(member, "^([^|]*)|(.*)$")
+    local name = rcall("HGET", kl, "name")
+    drop_live(base, K, cluster, addr, ch, name)
+    if name then remove_addr(base, K, cluster, name, addr, ch) end
+    out[#out + 1] = member
+    out[#out + 1] = name or ""
+  end
+end
+changes_publish(base, K.ver, ch)
+return { (#due == batch) and 1 or 0, out }

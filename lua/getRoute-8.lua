@@ -1,0 +1,70 @@
+--[[
+  Route pickup (RocketMQ GET_ROUTEINFO_BY_TOPIC, RouteInfoManager.pickupTopicRouteData).
+
+  KEYS:
+    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
+    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+  ARGV:
+    1 topic   2 supportActingMaster "1"/"0"   3 orderMessageEnable "1"/"0"
+  Returns:
+    {0}  no such topic (TOPIC_NOT_EXIST)
+    {1, {brokerName, "r,w,perm,sys", ...},
+        {{brokerName, cluster, enableActingMaster, zoneName|"", {id, addr, ...}}, ...},
+        {addr, filterServerJSON, ...}, orderTopicConf|""}
+    With supportActingMaster, a broker group without id 0, with enableActingMaster, whose queue data is
+    not writable, shows its lowest-id address as id 0 (in the reply only; topics rmq_sys_SYNC_BROKER_MEMBER_*
+    excepted).
+  Side effects: none (read only).
+]]
+local rcall = redis.call
+--- @include "includes/common"
+--- @include "includes/routekeys"
+
+local topic = ARGV[1]
+local qflat = rcall("HGETALL", base .. "t:" .. topic)
+if #qflat == 0 then return { 0 } end
+local perms = {}
+for i = 1, #qflat, 2 do perms[qflat[i]] = qd_perm(qflat[i + 1]) end
+
+local has_filters = rcall("HLEN", K.filters) > 0
+local brokers, filters = {}, {}
+local need_acting = false
+for i = 1, #qflat, 2 do
+  local bname = qflat[i]
+  local meta = rcall("HMGET", base .. "b:" .. bname, "cluster", "enableActingMaster", "zoneName")
+  if meta[1] then
+    local aflat = rcall("HGETALL", base .. "ba:" .. bname)
+    local has0 = false
+    for j = 1, #aflat, 2 do
+      if aflat[j] == "0" then has0 = true end
+      if has_filters then
+        local f = rcall("HGET", K.filters, meta[1] .. "|" .. aflat[j + 1])
+        if f then
+          filters[#filters + 1] = aflat[j + 1]
+          filters[#filters + 1] = f
+        end
+      end
+    end
+    if #aflat > 0 and not has0 then need_acting = true end
+    brokers[#brokers + 1] = { bname, meta[1], meta[2] or "0", meta[3] or "", aflat, has0 }
+  end
+end
+if #brokers == 0 then return { 0 } end
+
+if ARGV[2] == "1" and need_acting and string.sub(topic, 1, 27) ~= "rmq_sys_SYNC_BROKER_MEMBER_" then
+  for _, b in ipairs(brokers) do
+    local aflat = b[5]
+    if #aflat > 0 and not b[6] and b[3] == "1" and not is_writable(perms[b[1]]) then
+      local min_i = nil
+      for j = 1, #aflat, 2 do
+        if min_i == nil or tonumber(aflat[j]) < tonumber(aflat[min_i]) then min_i = j end
+      end
+      aflat[min_i] = "0"
+    end
+  end
+end
+for _, b in ipairs(brokers) do b[6] = nil end
+
+local order = ""
+if ARGV[3] == "1" then order = rcall("HGET", base .. "kv:ORDER_TOPIC_CONFIG", topic) or "" end
+return { 1, qflat, brokers, filters, order }

@@ -1,0 +1,79 @@
+-- Shared helpers: key derivation from the hash-tagged base, clock, queue-data codec, change events.
+-- Every derived key starts with the base of KEYS[1] ("{prefix}:"), so all keys share one cluster slot.
+
+local unpack = unpack or table.unpack
+
+local function key_base(k1)
+  return string.match(k1, "^(.-}:)")
+end
+
+-- Redis clock in ms unless the caller pins `now` (deterministic tests).
+local function now_ms(arg)
+  if arg and arg ~= "" then return tonumber(arg) end
+  local t = rcall("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- QueueData as "read,write,perm,sysFlag".
+local function qd_encode(r, w, p, s)
+  return r .. "," .. w .. "," .. p .. "," .. s
+end
+
+local function qd_perm(enc)
+  local _, _, p = string.match(enc, "^(%d+),(%d+),(%d+),(%d+)$")
+  return tonumber(p)
+end
+
+local function qd_with_perm(enc, perm)
+  local r, w, _, s = string.match(enc, "^(%d+),(%d+),(%d+),(%d+)$")
+  return qd_encode(r, w, perm, s)
+end
+
+-- PermName.WRITE = 2; Redis' Lua has `bit`, fakeredis does not, so plain arithmetic.
+local function is_writable(perm)
+  return math.floor(perm / 2) % 2 == 1
+end
+
+local function clear_write(perm)
+  if is_writable(perm) then return perm - 2 end
+  return perm
+end
+
+-- Change-event accumulator: topics whose routes changed; collapses to "*" past a bound.
+local MAX_EVENT_TOPICS = 1000
+
+local function changes_new()
+  return { seen = {}, n = 0, all = false }
+end
+
+local function changes_add(ch, topic)
+  if ch.all or ch.seen[topic] then return end
+  ch.n = ch.n + 1
+  if ch.n > MAX_EVENT_TOPICS then
+    ch.all = true
+    ch.seen = {}
+    return
+  end
+  ch.seen[topic] = true
+end
+
+local function changes_add_all(ch)
+  ch.all = true
+  ch.seen = {}
+end
+
+-- Bump the registry version and publish "<ver>\n*" or "<ver>\n<t1>\n<t2>...".
+local function changes_publish(base, k_ver, ch)
+  if not ch.all and ch.n == 0 then return 0 end
+  local ver = rcall("INCR", k_ver)
+  local payload
+  if ch.all then
+    payload = ver .. "\n*"
+  else
+    local parts = { tostring(ver) }
+    for t, _ in pairs(ch.seen) do parts[#parts + 1] = t end
+    payload = table.concat(parts, "\n")
+  end
+  rcall("PUBLISH", base .. "changes", payload)
+  return ch.n
+end

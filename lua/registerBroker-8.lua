@@ -1,0 +1,220 @@
+--[[
+  Register a broker (RocketMQ REGISTER_BROKER, RouteInfoManager.registerBroker, 5.x semantics).
+
+  KEYS:
+    1 topics     SET   all topic names
+    2 brokers    SET   all brokerNames
+    3 clusters   SET   all cluster names
+    4 live       ZSET  "cluster|addr" -> last heartbeat ms
+    5 deadlines  ZSET  "cluster|addr" -> last heartbeat + timeout ms
+    6 filters    HASH  "cluster|addr" -> filter-server JSON list
+    7 ver        STRING registry version counter
+    8 kvns       SET   KV namespaces
+  ARGV:
+    1 clusterName   2 brokerName   3 brokerId (decimal)   4 brokerAddr   5 haServerAddr
+    6 zoneName ("" = none)   7 enableActingMaster ("1", "0", "" = header absent: old broker)
+    8 heartbeatTimeoutMillis   9 dataVersion "timestamp,counter,stateVersion"   10 stateVersion
+    11 deleteTopicWithBrokerRegistration "1"/"0"   12 returnOrderTopicConfigToBroker "1"/"0"
+    13 single-topic guard "1"/"0" (native protocol only)
+    14 filterServerList: "-" = absent (leave), otherwise a JSON list ("[]" removes)
+    15 topics: "name\tread\twrite\tperm\tsysFlag\n" repeated
+    16 now ms ("" = Redis TIME)
+  Returns:
+    {1, haServerAddr|"", masterAddr|"", hasKv 0/1, {k, v, ...}, changedTopics, registerFirst 0/1}
+    {2}                fenced by a newer stateVersion at this id: ignored (live entry of the new addr dropped)
+    {-1, ownerCluster} BROKER_NAME_CONFLICT: the brokerName belongs to another cluster; nothing written
+    {-2}               REGISTER_FAILED: single-topic guard; nothing written
+  Side effects:
+    route tables, reverse index, liveness; an address registered under a new brokerName leaves the old one;
+    a replaced address at the same id loses its liveness. Publishes changed topics on {prefix}:changes.
+]]
+local rcall = redis.call
+--- @include "includes/common"
+--- @include "includes/routekeys"
+--- @include "includes/brokers"
+
+local cluster, name, id, addr = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local ha, zone, eam_arg = ARGV[5], ARGV[6], ARGV[7]
+local timeout, dv, sv = tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10])
+local delete_missing, return_kv, guard = ARGV[11] == "1", ARGV[12] == "1", ARGV[13] == "1"
+local filter_arg = ARGV[14]
+local now = now_ms(ARGV[16])
+
+local names, encs, in_payload = {}, {}, {}
+for t, r, w, p, s in string.gmatch(ARGV[15], "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%d+)\n") do
+  names[#names + 1] = t
+  encs[#encs + 1] = { r, w, tonumber(p), s }
+  in_payload[t] = true
+end
+
+local kb, kba, kbt = base .. "b:" .. name, base .. "ba:" .. name, base .. "bt:" .. name
+local owner = rcall("HGET", kb, "cluster")
+if owner and owner ~= cluster then return { -1, owner } end
+if guard and #names == 1 and rcall("HEXISTS", kba, id) == 0 then return { -2 } end
+
+local ch = changes_new()
+local member = cluster .. "|" .. addr
+local kl = base .. "l:" .. member
+
+-- One address serves one brokerName per cluster: leaving the old name fixes RocketMQ #1989.
+local prev_name = rcall("HGET", kl, "name")
+if prev_name and prev_name ~= name then remove_addr(base, K, cluster, prev_name, addr, ch) end
+
+-- Steps 1-3: cluster membership, BrokerData, acting-master flag and zone (overwritten every time).
+rcall("SADD", K.clusters, cluster)
+rcall("SADD", base .. "c:" .. cluster, name)
+rcall("SADD", K.brokers, name)
+local register_first = not owner
+local broker_changed = register_first
+if register_first then rcall("HSET", kb, "cluster", cluster) end
+local eam = (eam_arg == "1") and "1" or "0"
+if rcall("HGET", kb, "enableActingMaster") ~= eam then
+  rcall("HSET", kb, "enableActingMaster", eam)
+  broker_changed = true
+end
+if zone ~= "" then
+  if rcall("HGET", kb, "zoneName") ~= zone then
+    rcall("HSET", kb, "zoneName", zone)
+    broker_changed = true
+  end
+elseif rcall("HDEL", kb, "zoneName") == 1 then
+  broker_changed = true
+end
+
+-- Step 5: slave -> master switch, one id per address.
+local flat = rcall("HGETALL", kba)
+local addrs = {}
+for i = 1, #flat, 2 do
+  if flat[i + 1] == addr and flat[i] ~= id then
+    rcall("HDEL", kba, flat[i])
+    broker_changed = true
+  else
+    addrs[flat[i]] = flat[i + 1]
+  end
+end
+
+-- Step 6: epoch fencing, a newer stateVersion already holds this id.
+local old = addrs[id]
+if old and old ~= addr then
+  local old_sv = rcall("HGET", base .. "l:" .. cluster .. "|" .. old, "sv")
+  if old_sv and tonumber(old_sv) > sv then
+    drop_live(base, K, cluster, addr, ch, name)
+    if broker_changed then
+      for _, t in ipairs(rcall("SMEMBERS", kbt)) do changes_add(ch, t) end
+    end
+    changes_publish(base, K.ver, ch)
+    return { 2 }
+  end
+end
+
+-- Step 8: take the id; the address it replaces is no longer a member, so its liveness goes too.
+if old ~= addr then
+  rcall("HSET", kba, id, addr)
+  addrs[id] = addr
+  broker_changed = true
+  if old then drop_live(base, K, cluster, old, ch, name) end
+end
+register_first = register_first or (not old)
+
+-- Step 9: master or prime slave (lowest id, new-style broker only).
+local is_master = id == "0"
+local min_id = nil
+for i, _ in pairs(addrs) do
+  local n = tonumber(i)
+  if min_id == nil or n < min_id then min_id = n end
+end
+local is_prime_slave = eam_arg ~= "" and not is_master and tonumber(id) == min_id
+
+-- Step 10: topics, from the master or the prime slave only.
+local changed_topics = 0
+if is_master or is_prime_slave then
+  if delete_missing then
+    for _, t in ipairs(rcall("SMEMBERS", kbt)) do
+      if not in_payload[t] then
+        local kt = base .. "t:" .. t
+        rcall("HDEL", kt, name)
+        if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, t) end
+        rcall("SREM", kbt, t)
+        changes_add(ch, t)
+        changed_topics = changed_topics + 1
+      end
+    end
+  end
+  local prev_dv = rcall("HGET", kl, "dv")
+  local dv_changed = (not prev_dv) or prev_dv ~= dv
+  local check_each = register_first or dv_changed
+  local known = nil
+  if not check_each and #names > 0 then
+    -- Unchanged data version: only topics missing for this broker are (re)built; SMISMEMBER in chunks.
+    known = {}
+    local chunk = {}
+    local function flush()
+      local res = rcall("SMISMEMBER", kbt, unpack(chunk))
+      for j = 1, #chunk do known[chunk[j]] = res[j] == 1 end
+      chunk = {}
+    end
+    for _, t in ipairs(names) do
+      chunk[#chunk + 1] = t
+      if #chunk == 4000 then flush() end
+    end
+    if #chunk > 0 then flush() end
+  end
+  local wipe_write = is_prime_slave and eam == "1"
+  for j, t in ipairs(names) do
+    if check_each or not known[t] then
+      local e = encs[j]
+      local perm = e[3]
+      if wipe_write then perm = clear_write(perm) end
+      local enc = qd_encode(e[1], e[2], perm, e[4])
+      local kt = base .. "t:" .. t
+      local prev = rcall("HGET", kt, name)
+      if prev ~= enc then
+        rcall("HSET", kt, name, enc)
+        if not prev then
+          rcall("SADD", K.topics, t)
+          rcall("SADD", kbt, t)
+        end
+        changes_add(ch, t)
+        changed_topics = changed_topics + 1
+      end
+    end
+  end
+end
+
+-- Step 11: liveness, keyed by (cluster, addr), scored on the Redis clock.
+rcall("ZADD", K.live, now, member)
+rcall("ZADD", K.deadlines, now + timeout, member)
+rcall("HSET", kl, "dv", dv, "sv", sv, "ha", ha, "timeout", timeout, "name", name, "id", id)
+
+-- Step 12: filter servers: absent leaves them, "[]" removes, a list replaces.
+if filter_arg ~= "-" then
+  local before = rcall("HGET", K.filters, member)
+  if filter_arg == "[]" then
+    if before then rcall("HDEL", K.filters, member) end
+  elseif before ~= filter_arg then
+    rcall("HSET", K.filters, member, filter_arg)
+  end
+  if (before or "[]") ~= filter_arg then broker_changed = true end
+end
+
+if broker_changed then
+  for _, t in ipairs(rcall("SMEMBERS", kbt)) do changes_add(ch, t) end
+end
+changes_publish(base, K.ver, ch)
+
+-- Step 13: a slave learns its live master's address and HA address.
+local ha_out, master_out = "", ""
+if id ~= "0" then
+  local maddr = addrs["0"]
+  if maddr and rcall("ZSCORE", K.live, cluster .. "|" .. maddr) then
+    ha_out = rcall("HGET", base .. "l:" .. cluster .. "|" .. maddr, "ha") or ""
+    master_out = maddr
+  end
+end
+
+local has_kv, kv = 0, {}
+if return_kv and rcall("SISMEMBER", K.kvns, "ORDER_TOPIC_CONFIG") == 1 then
+  has_kv = 1
+  kv = rcall("HGETALL", base .. "kv:ORDER_TOPIC_CONFIG")
+end
+return { 1, ha_out, master_out, has_kv, kv, changed_topics, register_first and 1 or 0 }

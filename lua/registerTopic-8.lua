@@ -1,0 +1,36 @@
+--[[
+  Register a topic's queue data (RocketMQ REGISTER_TOPIC_IN_NAMESRV), all or nothing.
+
+  KEYS:
+    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
+    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+  ARGV:
+    1 topic   2 queueDatas: "brokerName\tread\twrite\tperm\tsysFlag\n" repeated
+  Returns:
+    {n}                 number of queue data written (existing ones replaced per brokerName)
+    {-3, brokerName}    BROKER_NOT_FOUND: a queue data names an unknown broker; nothing written
+                        (Java may merge the ones before it; we refuse the whole call)
+  Side effects:
+    topic hash, topic set, reverse index. Publishes the topic on {prefix}:changes.
+]]
+local rcall = redis.call
+--- @include "includes/common"
+--- @include "includes/routekeys"
+
+local topic = ARGV[1]
+local rows = {}
+for b, r, w, p, s in string.gmatch(ARGV[2], "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%d+)\n") do
+  if rcall("SISMEMBER", K.brokers, b) == 0 then return { -3, b } end
+  rows[#rows + 1] = { b, qd_encode(r, w, p, s) }
+end
+if #rows == 0 then return { 0 } end
+local kt = base .. "t:" .. topic
+for _, row in ipairs(rows) do
+  rcall("HSET", kt, row[1], row[2])
+  rcall("SADD", base .. "bt:" .. row[1], topic)
+end
+rcall("SADD", K.topics, topic)
+local ch = changes_new()
+changes_add(ch, topic)
+changes_publish(base, K.ver, ch)
+return { #rows }

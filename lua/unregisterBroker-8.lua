@@ -1,0 +1,28 @@
+--[[
+  Unregister a broker address (RocketMQ UNREGISTER_BROKER), synchronously and atomically.
+
+  KEYS:
+    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
+    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+  ARGV:
+    1 clusterName   2 brokerName   3 brokerId (informational)   4 brokerAddr
+  Returns:
+    {result}  0 = the address is not a member of that broker: nothing changes (a stale or mistaken
+                  unregister cannot orphan another broker's address; Java drops the liveness anyway),
+              1 = broker removed (no address left; empty topics and cluster removed too),
+              2 = broker reduced (other ids remain; acting-master rule may clear WRITE)
+  Side effects:
+    removes liveness and filter servers of (cluster, addr); every id whose address is brokerAddr
+    (RocketMQ #5374). Publishes the broker's topics on {prefix}:changes. Cost O(the broker's topics).
+]]
+local rcall = redis.call
+--- @include "includes/common"
+--- @include "includes/routekeys"
+--- @include "includes/brokers"
+
+local cluster, name, addr = ARGV[1], ARGV[2], ARGV[4]
+local ch = changes_new()
+local res = remove_addr(base, K, cluster, name, addr, ch)
+if res ~= 0 then drop_live(base, K, cluster, addr, ch, name) end
+changes_publish(base, K.ver, ch)
+return { res }

@@ -1,0 +1,106 @@
+"""Every Redis key of one registry, built from one prefix that is also the Redis Cluster hash tag.
+
+`lua/includes/keys.lua` derives the same names inside scripts; tests/lua/test_headers.py checks they agree.
+Schema and rationale: lua/README.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # RocketMQ's KV namespace for order topics
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "nsrv"
+
+    @property
+    def base(self) -> str:
+        """`{prefix}:` — the braces make every key hash to one Redis Cluster slot."""
+        return "{" + self.prefix + "}:"
+
+    # --- global keys (passed in KEYS)
+    @property
+    def topics(self) -> str:  # SET of topic names (topicQueueTable's key set)
+        return self.base + "topics"
+
+    @property
+    def brokers(self) -> str:  # SET of brokerNames (brokerAddrTable's key set)
+        return self.base + "brokers"
+
+    @property
+    def clusters(self) -> str:  # SET of cluster names (clusterAddrTable's key set)
+        return self.base + "clusters"
+
+    @property
+    def live(self) -> str:  # ZSET "cluster|addr" scored by last heartbeat, ms, Redis clock
+        return self.base + "live"
+
+    @property
+    def deadlines(self) -> str:  # ZSET "cluster|addr" scored by last heartbeat + its timeout
+        return self.base + "deadlines"
+
+    @property
+    def filter_servers(self) -> str:  # HASH "cluster|addr" -> JSON list of filter-server addresses
+        return self.base + "filtersrv"
+
+    @property
+    def version(self) -> str:  # STRING counter, bumped by every route change (cache safety net)
+        return self.base + "ver"
+
+    @property
+    def kv_namespaces(self) -> str:  # SET of KV namespaces (an emptied namespace is kept, as in Java)
+        return self.base + "kvns"
+
+    @property
+    def runtime_config(self) -> str:  # HASH of runtime switches shared by all workers
+        return self.base + "config"
+
+    @property
+    def changes(self) -> str:  # pub/sub channel: "<ver>\n*" or "<ver>\n<topic>\n<topic>..."
+        return self.base + "changes"
+
+    @property
+    def snapshots(self) -> str:  # ZSET snapshot id -> takenAt ms
+        return self.base + "snaps"
+
+    @property
+    def skew_report(self) -> str:  # STRING: latest skew summary JSON
+        return self.base + "report:skew"
+
+    def lease(self, name: str) -> str:  # STRING with PX: one worker per tick cluster-wide
+        return self.base + "lease:" + name
+
+    # --- per-entity keys (derived the same way inside the scripts)
+    def topic(self, topic: str) -> str:  # HASH brokerName -> "read,write,perm,sysFlag"
+        return self.base + "t:" + topic
+
+    def broker_data(self, broker_name: str) -> str:  # HASH cluster, enableActingMaster, zoneName
+        return self.base + "b:" + broker_name
+
+    def broker_addrs(self, broker_name: str) -> str:  # HASH brokerId -> address
+        return self.base + "ba:" + broker_name
+
+    def broker_topics(self, broker_name: str) -> str:  # SET: reverse index brokerName -> topics
+        return self.base + "bt:" + broker_name
+
+    def cluster(self, cluster: str) -> str:  # SET of brokerNames
+        return self.base + "c:" + cluster
+
+    def live_info(self, cluster: str, addr: str) -> str:  # HASH dv, ha, timeout, name, id
+        return self.base + "l:" + live_member(cluster, addr)
+
+    def kv(self, namespace: str) -> str:  # HASH key -> value
+        return self.base + "kv:" + namespace
+
+    def snapshot(self, snap_id: str) -> str:  # HASH manifest
+        return self.base + "snap:" + snap_id
+
+    def snapshot_part(self, snap_id: str, part: int) -> str:  # STRING zlib(orjson(rows))
+        return self.base + "snap:" + snap_id + ":" + str(part)
+
+
+def live_member(cluster: str, addr: str) -> str:
+    """(cluster, brokerAddr) as one member; '|' appears in neither a cluster name nor an address."""
+    return cluster + "|" + addr

@@ -1,0 +1,347 @@
+"""Request and reply shapes with RocketMQ's JSON field names, and the validators for them. No I/O.
+
+Parsing is strict (RocketMQ name rules, `host:port`, numeric ranges, required fields) so that a bad request
+is refused before anything reaches the store, whatever the front door.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.errors import InvalidArgument
+
+TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")  # RocketMQ TopicValidator
+NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]+$")  # cluster and broker names
+KV_RE = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces
+HOST_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9_.-]+)$")
+MAX_NAME = 127
+MAX_KV_NAME = 255
+MAX_KV_VALUE = 64 * 1024
+MAX_ID = 2**53 - 1
+MAX_QUEUES = 65_535
+MAX_INT32 = 2**31 - 1
+PERM_WRITE, PERM_READ = 2, 4
+SYNC_MEMBER_TOPIC_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
+
+
+# ---------------------------------------------------------------- validators
+
+def _bad(field_name: str, why: str) -> InvalidArgument:
+    return InvalidArgument(f"{field_name}: {why}", field=field_name)
+
+
+def topic_name(value: Any, field_name: str = "topic") -> str:
+    if not isinstance(value, str) or not value:
+        raise _bad(field_name, "required, a non-empty string")
+    if len(value) > MAX_NAME:
+        raise _bad(field_name, f"longer than {MAX_NAME} characters")
+    if not TOPIC_RE.match(value):
+        raise _bad(field_name, "only letters, digits, '%', '|', '_' and '-' are allowed")
+    return value
+
+
+def entity_name(value: Any, field_name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _bad(field_name, "required, a non-empty string")
+    if len(value) > MAX_NAME:
+        raise _bad(field_name, f"longer than {MAX_NAME} characters")
+    if not NAME_RE.match(value):
+        raise _bad(field_name, "only letters, digits, '_', '-' and '.' are allowed")
+    return value
+
+
+def kv_name(value: Any, field_name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _bad(field_name, "required, a non-empty string")
+    if len(value) > MAX_KV_NAME or not KV_RE.match(value):
+        raise _bad(field_name, f"printable ASCII without spaces, at most {MAX_KV_NAME} characters")
+    return value
+
+
+def kv_value(value: Any, field_name: str = "value") -> str:
+    if not isinstance(value, str):
+        raise _bad(field_name, "required, a string")
+    if len(value) > MAX_KV_VALUE or any(ord(c) < 32 and c not in "\t\n\r" for c in value):
+        raise _bad(field_name, f"printable text of at most {MAX_KV_VALUE} characters")
+    return value
+
+
+def address(value: Any, field_name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _bad(field_name, "required, host:port")
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or len(value) > 255 or not HOST_RE.match(host) or not port.isdigit():
+        raise _bad(field_name, f"{value!r} is not host:port")
+    if not 1 <= int(port) <= 65535:
+        raise _bad(field_name, f"port {port} is out of range 1..65535")
+    return value
+
+
+def integer(value: Any, field_name: str, lo: int, hi: int, default: int | None = None) -> int:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value):
+            value = int(value)
+        else:
+            raise _bad(field_name, f"required, an integer in {lo}..{hi}")
+    if not lo <= value <= hi:
+        raise _bad(field_name, f"{value} is out of range {lo}..{hi}")
+    return value
+
+
+def boolean(value: Any, field_name: str) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise _bad(field_name, "a boolean")
+
+
+def obj(value: Any, field_name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _bad(field_name, "required, a JSON object")
+    return value
+
+
+# ---------------------------------------------------------------- data shapes
+
+@dataclass(frozen=True)
+class DataVersion:
+    timestamp: int = 0
+    counter: int = 0
+    state_version: int = 0
+
+    def encode(self) -> str:
+        return f"{self.timestamp},{self.counter},{self.state_version}"
+
+    @classmethod
+    def decode(cls, text: str) -> DataVersion:
+        t, c, s = text.split(",")
+        return cls(int(t), int(c), int(s))
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
+
+    @classmethod
+    def parse(cls, value: Any, field_name: str = "dataVersion") -> DataVersion:
+        d = obj(value, field_name)
+        return cls(
+            timestamp=integer(d.get("timestamp"), f"{field_name}.timestamp", 0, 2**63 - 1, default=0),
+            counter=integer(d.get("counter"), f"{field_name}.counter", 0, 2**63 - 1, default=0),
+            state_version=integer(d.get("stateVersion"), f"{field_name}.stateVersion", -(2**63), 2**63 - 1,
+                                  default=0),
+        )
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    @classmethod
+    def parse(cls, value: Any, field_name: str) -> TopicConfig:
+        d = obj(value, field_name)
+        return cls(
+            read_queue_nums=integer(d.get("readQueueNums"), f"{field_name}.readQueueNums", 0, MAX_QUEUES, 16),
+            write_queue_nums=integer(d.get("writeQueueNums"), f"{field_name}.writeQueueNums", 0, MAX_QUEUES, 16),
+            perm=integer(d.get("perm"), f"{field_name}.perm", 0, 15, 6),
+            topic_sys_flag=integer(d.get("topicSysFlag"), f"{field_name}.topicSysFlag", 0, MAX_INT32, 0),
+            order=bool(boolean(d.get("order"), f"{field_name}.order")),
+        )
+
+
+@dataclass(frozen=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int
+
+    def encode(self) -> str:
+        return f"{self.read_queue_nums},{self.write_queue_nums},{self.perm},{self.topic_sys_flag}"
+
+    @classmethod
+    def decode(cls, broker_name: str, text: str) -> QueueData:
+        r, w, p, s = (int(x) for x in text.split(","))
+        return cls(broker_name, r, w, p, s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
+                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
+
+    @classmethod
+    def parse(cls, value: Any, field_name: str) -> QueueData:
+        d = obj(value, field_name)
+        return cls(
+            broker_name=entity_name(d.get("brokerName"), f"{field_name}.brokerName"),
+            read_queue_nums=integer(d.get("readQueueNums"), f"{field_name}.readQueueNums", 0, MAX_QUEUES),
+            write_queue_nums=integer(d.get("writeQueueNums"), f"{field_name}.writeQueueNums", 0, MAX_QUEUES),
+            perm=integer(d.get("perm"), f"{field_name}.perm", 0, 15),
+            topic_sys_flag=integer(d.get("topicSysFlag"), f"{field_name}.topicSysFlag", 0, MAX_INT32, 0),
+        )
+
+
+@dataclass(frozen=True)
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str]
+    enable_acting_master: bool = False
+    zone_name: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
+            "brokerName": self.broker_name,
+            "cluster": self.cluster,
+            "enableActingMaster": self.enable_acting_master,
+        }
+        if self.zone_name:
+            out["zoneName"] = self.zone_name
+        return out
+
+
+@dataclass(frozen=True)
+class TopicRouteData:
+    queue_datas: list[QueueData]
+    broker_datas: list[BrokerData]
+    filter_server_table: dict[str, list[str]] = field(default_factory=dict)
+    order_topic_conf: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "brokerDatas": [b.to_json() for b in self.broker_datas],
+            "filterServerTable": self.filter_server_table,
+            "queueDatas": [q.to_json() for q in self.queue_datas],
+        }
+        if self.order_topic_conf:
+            out["orderTopicConf"] = self.order_topic_conf
+        return out
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    broker_addr_table: dict[str, BrokerData]
+    cluster_addr_table: dict[str, list[str]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerAddrTable": {k: v.to_json() for k, v in sorted(self.broker_addr_table.items())},
+            "clusterAddrTable": {k: sorted(v) for k, v in sorted(self.cluster_addr_table.items())},
+        }
+
+
+@dataclass(frozen=True)
+class RegisterBroker:
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    ha_server_addr: str
+    topics: dict[str, TopicConfig]
+    data_version: DataVersion = DataVersion()
+    zone_name: str | None = None
+    enable_acting_master: bool | None = None  # None: header absent (a broker older than 5.0)
+    heartbeat_timeout_ms: int | None = None
+    filter_server_list: list[str] | None = None  # None leaves, [] removes, a list replaces
+
+    @classmethod
+    def parse(cls, body: Any) -> RegisterBroker:
+        d = obj(body, "body")
+        table = d.get("topicConfigTable", {})
+        if table is None:
+            table = {}
+        table = obj(table, "topicConfigTable")
+        topics = {topic_name(t, "topicConfigTable key"): TopicConfig.parse(v, f"topicConfigTable.{t}")
+                  for t, v in table.items()}
+        fsl = d.get("filterServerList")
+        if fsl is not None:
+            if not isinstance(fsl, list):
+                raise _bad("filterServerList", "a list of host:port")
+            fsl = [address(a, "filterServerList[]") for a in fsl]
+        ha = d.get("haServerAddr")
+        zone = d.get("zoneName")
+        return cls(
+            cluster=entity_name(d.get("clusterName"), "clusterName"),
+            broker_name=entity_name(d.get("brokerName"), "brokerName"),
+            broker_id=integer(d.get("brokerId"), "brokerId", 0, MAX_ID),
+            broker_addr=address(d.get("brokerAddr"), "brokerAddr"),
+            ha_server_addr=address(ha, "haServerAddr") if ha else "",
+            topics=topics,
+            data_version=DataVersion.parse(d.get("dataVersion", {}) or {}),
+            zone_name=entity_name(zone, "zoneName") if zone is not None else None,
+            enable_acting_master=boolean(d.get("enableActingMaster"), "enableActingMaster"),
+            heartbeat_timeout_ms=integer(d.get("heartbeatTimeoutMillis"), "heartbeatTimeoutMillis",
+                                         1000, 86_400_000) if d.get("heartbeatTimeoutMillis") is not None else None,
+            filter_server_list=fsl,
+        )
+
+
+@dataclass(frozen=True)
+class BrokerIdentity:
+    """The four header fields of UNREGISTER_BROKER / QUERY_DATA_VERSION / BROKER_HEARTBEAT."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+
+    @classmethod
+    def parse(cls, body: Any) -> BrokerIdentity:
+        d = obj(body, "body")
+        return cls(
+            cluster=entity_name(d.get("clusterName"), "clusterName"),
+            broker_name=entity_name(d.get("brokerName"), "brokerName"),
+            broker_id=integer(d.get("brokerId"), "brokerId", 0, MAX_ID, default=0),
+            broker_addr=address(d.get("brokerAddr"), "brokerAddr"),
+        )
+
+
+@dataclass(frozen=True)
+class RegisterResult:
+    ha_server_addr: str | None
+    master_addr: str | None
+    kv_table: dict[str, str] | None
+    fenced: bool = False
+    changed_topics: int = 0
+    register_first: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"haServerAddr": self.ha_server_addr, "masterAddr": self.master_addr,
+                "kvTable": {"table": self.kv_table} if self.kv_table is not None else None}
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    changed: bool
+    data_version: DataVersion | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"changed": self.changed,
+                "dataVersion": self.data_version.to_json() if self.data_version else None}
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    expired: list[tuple[str, str, str]]  # (cluster, brokerAddr, brokerName)
+    more: bool
+
+
+def parse_queue_datas(body: Any) -> list[QueueData]:
+    d = obj(body, "body")
+    qds = d.get("queueDatas")
+    if not isinstance(qds, list) or not qds:
+        raise _bad("queueDatas", "required, a non-empty list")
+    out = [QueueData.parse(q, f"queueDatas[{i}]") for i, q in enumerate(qds)]
+    if len({q.broker_name for q in out}) != len(out):
+        raise _bad("queueDatas", "one entry per brokerName")
+    return out

@@ -1,0 +1,233 @@
+"""Pure DataFrame transforms of snapshot rows into skew metrics: no I/O, no session state.
+
+A broker's share of a topic is its share of the topic's *writable* write queues (perm & 2), the queues
+producers spread messages over; a topic is measured per cluster. Every metric is per snapshot (takenAt),
+so the same functions give both the latest picture and the trend over the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+PERM_WRITE = 2  # PermName.PERM_WRITE
+
+SINGLE_BROKER = "SINGLE_BROKER"
+CONCENTRATED = "CONCENTRATED"
+UNWRITABLE = "UNWRITABLE"
+READ_WRITE_MISMATCH = "READ_WRITE_MISMATCH"
+FLAGS = (SINGLE_BROKER, CONCENTRATED, UNWRITABLE, READ_WRITE_MISMATCH)
+
+# Topics every broker registers for itself (TopicValidator.SYSTEM_TOPIC_SET). Cluster and broker names are
+# system topics too (GET_SYSTEM_TOPIC_LIST_FROM_NS), and anything starting with rmq_sys_.
+SYSTEM_TOPICS = (
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "BenchmarkTest",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+)
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+ROW_SCHEMA = StructType([
+    StructField("takenAt", LongType(), False),
+    StructField("cluster", StringType(), True),  # null only on a "part missing" marker row
+    StructField("brokerName", StringType(), True),
+    StructField("topic", StringType(), True),
+    StructField("readQueueNums", IntegerType(), True),
+    StructField("writeQueueNums", IntegerType(), True),
+    StructField("perm", IntegerType(), True),
+    StructField("topicSysFlag", IntegerType(), True),
+])
+
+BROKER_SCHEMA = StructType([
+    StructField("takenAt", LongType(), False),
+    StructField("cluster", StringType(), False),
+    StructField("brokerName", StringType(), False),
+])
+
+WEIGHT_SCHEMA = StructType([
+    StructField("topic", StringType(), False),
+    StructField("weight", DoubleType(), False),
+])
+
+TOPIC_KEY = ("takenAt", "cluster", "topic")
+BROKER_KEY = ("takenAt", "cluster", "brokerName")
+
+
+def complete_rows(rows: DataFrame) -> DataFrame:
+    """Drop every snapshot that has a part-missing marker (a row with a null cluster)."""
+    broken = rows.filter(F.col("cluster").isNull()).select("takenAt").distinct()
+    return rows.filter(F.col("cluster").isNotNull()).join(F.broadcast(broken), "takenAt", "left_anti")
+
+
+def drop_system_topics(rows: DataFrame, brokers: DataFrame | None = None) -> DataFrame:
+    """Remove RocketMQ's own topics: the fixed set, rmq_sys_*, and topics named after a cluster or broker
+    (each broker registers one of each; they are single-broker by design and would drown the report)."""
+    names = rows.select(F.col("cluster").alias("name")).union(rows.select(F.col("brokerName").alias("name")))
+    if brokers is not None:
+        names = names.union(brokers.select(F.col("cluster").alias("name"))) \
+            .union(brokers.select(F.col("brokerName").alias("name")))
+    names = names.distinct().withColumnRenamed("name", "topic")
+    fixed = ~F.col("topic").isin(*SYSTEM_TOPICS) & ~F.col("topic").startswith(SYSTEM_TOPIC_PREFIX)
+    return rows.filter(fixed).join(F.broadcast(names), "topic", "left_anti").select(*rows.columns)
+
+
+def _writable(col_wq: Column, col_perm: Column) -> Column:
+    return F.when((col_perm.bitwiseAND(F.lit(PERM_WRITE))) != 0, col_wq).otherwise(F.lit(0))
+
+
+def topic_broker_shares(rows: DataFrame) -> DataFrame:
+    """One row per (takenAt, cluster, topic, brokerName): writable write queues, the topic's total, and the
+    broker's share of it (null when the topic has no writable queue at all)."""
+    per_topic = Window.partitionBy(*TOPIC_KEY)
+    return (
+        rows.withColumn("writable", _writable(F.col("writeQueueNums"), F.col("perm")))
+        .withColumn("topicWriteQueues", F.sum("writable").over(per_topic))
+        .withColumn(
+            "share",
+            F.when(F.col("topicWriteQueues") > 0, F.col("writable") / F.col("topicWriteQueues")),
+        )
+        .select(
+            *TOPIC_KEY, "brokerName", "readQueueNums", "writeQueueNums", "perm",
+            "writable", "topicWriteQueues", "share",
+        )
+    )
+
+
+def _gini(values: Column) -> Column:
+    """Gini coefficient of an array of non-negative numbers (null if they sum to 0):
+    G = 2 * sum_i(i * x_(i)) / (n * sum x) - (n + 1) / n, with x sorted ascending and i from 1."""
+    xs = F.array_sort(values)
+    n = F.size(xs)
+    total = F.aggregate(xs, F.lit(0.0), lambda acc, x: acc + x)
+    ranked = F.aggregate(
+        F.zip_with(F.sequence(F.lit(1), n), xs, lambda i, x: i * x), F.lit(0.0), lambda acc, v: acc + v
+    )
+    return F.when(total > 0, 2.0 * ranked / (n * total) - (n + 1.0) / n)
+
+
+def _spread(values: str, n: Column, total: Column) -> dict[str, Column]:
+    """max/mean, CV (population std / mean) and Gini of `values` over n members; null when total is 0."""
+    mean = total / n
+    return {
+        "maxMeanRatio": F.when(total > 0, F.max(values) / mean),
+        "cv": F.when(total > 0, F.stddev_pop(values) / mean),
+        "gini": _gini(F.collect_list(F.col(values).cast("double"))),
+    }
+
+
+def topic_metrics(shares: DataFrame, concentrated_share: float = 0.5) -> DataFrame:
+    """Per (takenAt, cluster, topic): brokers hosting it, writable write queues, maxShare, max/mean, CV, Gini
+    over those brokers, and flags. Input: topic_broker_shares()."""
+    n = F.count(F.lit(1))
+    total = F.sum("writable")
+    spread = _spread("writable", n, total)
+    agg = shares.groupBy(*TOPIC_KEY).agg(
+        n.alias("brokers"),
+        total.cast("long").alias("writeQueues"),
+        F.sum("readQueueNums").cast("long").alias("readQueues"),
+        F.max("share").alias("maxShare"),
+        spread["maxMeanRatio"].alias("maxMeanRatio"),
+        spread["cv"].alias("cv"),
+        spread["gini"].alias("gini"),
+        F.max((F.col("readQueueNums") != F.col("writeQueueNums")).cast("int")).alias("_mismatch"),
+    )
+    flags = F.array(
+        F.when(F.col("brokers") == 1, F.lit(SINGLE_BROKER)),
+        F.when((F.col("brokers") > 1) & (F.col("maxShare") > F.lit(concentrated_share)), F.lit(CONCENTRATED)),
+        F.when(F.col("writeQueues") == 0, F.lit(UNWRITABLE)),
+        F.when(F.col("_mismatch") == 1, F.lit(READ_WRITE_MISMATCH)),
+    )
+    return agg.withColumn("flags", F.filter(flags, lambda f: f.isNotNull())).drop("_mismatch")
+
+
+def weights_frame(spark: SparkSession, weights: Mapping[str, float]) -> DataFrame:
+    return spark.createDataFrame([(t, float(w)) for t, w in weights.items() if t != "*"], WEIGHT_SCHEMA)
+
+
+def broker_metrics(
+    shares: DataFrame,
+    brokers: DataFrame | None = None,
+    weights: DataFrame | None = None,
+    default_weight: float = 1.0,
+) -> DataFrame:
+    """Per (takenAt, cluster, brokerName): writable write queues, topics hosted, load and share of the
+    cluster's load. load = sum over topics of weight(topic) * broker's share of the topic; without weights
+    every topic weighs 1, with weights a topic the table lacks weighs `default_weight`. `brokers`
+    (BROKER_SCHEMA) adds registered brokers that host no topic, with load 0."""
+    if weights is not None:
+        shares = shares.join(F.broadcast(weights), "topic", "left") \
+            .withColumn("weight", F.coalesce(F.col("weight"), F.lit(float(default_weight))))
+    else:
+        shares = shares.withColumn("weight", F.lit(1.0))
+    per_broker = shares.groupBy(*BROKER_KEY).agg(
+        F.sum("writable").cast("long").alias("writeQueues"),
+        F.count(F.lit(1)).alias("topics"),
+        F.sum(F.col("weight") * F.coalesce(F.col("share"), F.lit(0.0))).alias("load"),
+    )
+    if brokers is not None:
+        per_broker = per_broker.join(brokers.select(*BROKER_KEY).distinct(), list(BROKER_KEY), "full") \
+            .fillna({"writeQueues": 0, "topics": 0, "load": 0.0})
+    cluster_load = F.sum("load").over(Window.partitionBy("takenAt", "cluster"))
+    return per_broker.withColumn("share", F.when(cluster_load > 0, F.col("load") / cluster_load))
+
+
+def cluster_metrics(brokers: DataFrame, topics: DataFrame | None = None) -> DataFrame:
+    """Per (takenAt, cluster): brokers, load, and how unevenly it is spread over the brokers
+    (max broker share, max/mean, CV, Gini). Input: broker_metrics(); topics (topic_metrics) adds a count."""
+    n = F.count(F.lit(1))
+    total = F.sum("load")
+    spread = _spread("load", n, total)
+    out = brokers.groupBy("takenAt", "cluster").agg(
+        n.alias("brokers"),
+        F.sum("writeQueues").cast("long").alias("writeQueues"),
+        total.alias("load"),
+        F.max("share").alias("maxShare"),
+        spread["maxMeanRatio"].alias("maxMeanRatio"),
+        spread["cv"].alias("cv"),
+        spread["gini"].alias("gini"),
+    )
+    if topics is not None:
+        counts = topics.groupBy("takenAt", "cluster").agg(F.count(F.lit(1)).alias("topics"))
+        out = out.join(counts, ["takenAt", "cluster"], "left").fillna({"topics": 0})
+    return out
+
+
+def worsening(topics: DataFrame, latest_taken_at: int, epsilon: float = 1e-9) -> DataFrame:
+    """Topics of the latest snapshot whose maxShare is above their maxShare in the first snapshot of the
+    window where they appear. Input: topic_metrics() over the window."""
+    first = topics.groupBy("cluster", "topic").agg(
+        F.min("takenAt").alias("firstTakenAt"),
+        F.min_by("maxShare", "takenAt").alias("firstMaxShare"),
+        F.min_by("brokers", "takenAt").alias("firstBrokers"),
+    )
+    latest = topics.filter(F.col("takenAt") == F.lit(latest_taken_at)) \
+        .select("cluster", "topic", "maxShare", "brokers")
+    return (
+        latest.join(first, ["cluster", "topic"])
+        .filter(F.col("maxShare") > F.col("firstMaxShare") + F.lit(epsilon))
+        .withColumn("delta", F.col("maxShare") - F.col("firstMaxShare"))
+        .select("cluster", "topic", "firstTakenAt", "firstMaxShare", "firstBrokers", "maxShare", "brokers",
+                "delta")
+    )
+
+
+def at(df: DataFrame, taken_at: int) -> DataFrame:
+    """The rows of one snapshot, without the takenAt column."""
+    return df.filter(F.col("takenAt") == F.lit(taken_at)).drop("takenAt")
+

@@ -1,0 +1,317 @@
+"""The route registry in Redis: the only module that talks to it. One async method per operation.
+
+Every change is one Lua script (lua/), so concurrent workers can never leave the tables half-updated, and
+Python never reads, modifies and writes back across round trips. Transport-agnostic: HTTP handlers and a
+future RocketMQ remoting front door call the same methods. The client must use decode_responses=True.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from service.errors import BrokerNotFound, QueryNotFound, from_script_code
+from service.keys import ORDER_TOPIC_CONFIG, Keys
+from service.models import (
+    BrokerData,
+    BrokerIdentity,
+    ClusterInfo,
+    DataVersion,
+    ExpireResult,
+    HeartbeatResult,
+    QueueData,
+    RegisterBroker,
+    RegisterResult,
+    TopicConfig,
+    TopicRouteData,
+)
+from service.scripts import load_all
+
+DEFAULT_TIMEOUT_MS = 120_000
+TOPIC_LIST_MODES = ("all", "unit", "unitsub", "unitsub-ununit")
+
+
+def _pairs(flat: list[Any]) -> Iterable[tuple[Any, Any]]:
+    return zip(flat[0::2], flat[1::2], strict=True)
+
+
+def _flag(value: bool) -> str:
+    return "1" if value else "0"
+
+
+def encode_topics(topics: Mapping[str, TopicConfig]) -> str:
+    """The topic table as one ARGV: "name\\tread\\twrite\\tperm\\tsysFlag\\n" per topic (names are validated)."""
+    return "".join(
+        f"{t}\t{c.read_queue_nums}\t{c.write_queue_nums}\t{c.perm}\t{c.topic_sys_flag}\n" for t, c in topics.items()
+    )
+
+
+def _broker_data(name: str, cluster: str, eam: str, zone: str, addr_flat: list[str]) -> BrokerData:
+    return BrokerData(
+        cluster=cluster,
+        broker_name=name,
+        broker_addrs={int(i): a for i, a in _pairs(addr_flat)},
+        enable_acting_master=eam == "1",
+        zone_name=zone or None,
+    )
+
+
+class RouteStore:
+    """RocketMQ's RouteInfoManager + KVConfigManager over one Redis, under one key prefix."""
+
+    def __init__(self, redis: aioredis.Redis, prefix: str = "nsrv") -> None:
+        self.redis = redis
+        self.keys = Keys(prefix)
+        k = self.keys
+        self._route_keys = [k.topics, k.brokers, k.clusters, k.live, k.deadlines, k.filter_servers,
+                            k.version, k.kv_namespaces]
+        self._scripts = {name: redis.register_script(s.source) for name, s in load_all().items()}
+
+    async def load_scripts(self) -> None:
+        """SCRIPT LOAD every script (readiness); calls also reload by themselves after a Redis restart."""
+        for script in self._scripts.values():
+            script.sha = await self.redis.script_load(script.script)
+
+    async def _run(self, name: str, *args: Any) -> Any:
+        return await self._scripts[name](keys=self._route_keys, args=list(args))
+
+    async def ping(self) -> bool:
+        return bool(await self.redis.ping())
+
+    # ------------------------------------------------------------------ brokers
+
+    async def register_broker(
+        self,
+        req: RegisterBroker,
+        *,
+        default_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        delete_topic_with_broker_registration: bool = False,
+        return_order_topic_config: bool = True,
+        single_topic_guard: bool = False,
+        now: int | None = None,
+    ) -> RegisterResult:
+        eam = "" if req.enable_acting_master is None else _flag(req.enable_acting_master)
+        fsl = "-" if req.filter_server_list is None else orjson.dumps(req.filter_server_list).decode()
+        res = await self._run(
+            "registerBroker",
+            req.cluster, req.broker_name, str(req.broker_id), req.broker_addr, req.ha_server_addr,
+            req.zone_name or "", eam, req.heartbeat_timeout_ms or default_timeout_ms,
+            req.data_version.encode(), req.data_version.state_version,
+            _flag(delete_topic_with_broker_registration), _flag(return_order_topic_config),
+            _flag(single_topic_guard), fsl, encode_topics(req.topics), "" if now is None else now,
+        )
+        status = int(res[0])
+        if status < 0:
+            raise from_script_code(status, res[1] if len(res) > 1 else "")
+        if status == 2:
+            return RegisterResult(None, None, None, fenced=True)
+        return RegisterResult(
+            ha_server_addr=res[1] or None,
+            master_addr=res[2] or None,
+            kv_table=dict(_pairs(res[4])) if int(res[3]) else None,
+            changed_topics=int(res[5]),
+            register_first=bool(int(res[6])),
+        )
+
+    async def heartbeat(
+        self, cluster: str, broker_addr: str, data_version: DataVersion | None = None, now: int | None = None
+    ) -> HeartbeatResult:
+        """QUERY_DATA_VERSION / BROKER_HEARTBEAT: refresh if live; `changed` when unknown or different."""
+        found, stored = await self._run("heartbeat", cluster, broker_addr, "" if now is None else now)
+        if not int(found):
+            return HeartbeatResult(changed=True, data_version=None)
+        stored_dv = DataVersion.decode(stored)
+        return HeartbeatResult(changed=data_version is not None and data_version != stored_dv,
+                               data_version=stored_dv)
+
+    async def unregister_broker(self, ident: BrokerIdentity) -> int:
+        """0: address was not a member; 1: broker removed; 2: broker reduced."""
+        (res,) = await self._run("unregisterBroker", ident.cluster, ident.broker_name, str(ident.broker_id),
+                                 ident.broker_addr)
+        return int(res)
+
+    async def expire(self, batch: int = 100, now: int | None = None) -> ExpireResult:
+        """One bounded expiry pass; `more` says the batch was full and another call may find more."""
+        more, flat = await self._run("expireBrokers", batch, "" if now is None else now)
+        expired = []
+        for member, name in _pairs(flat):
+            cluster, _, addr = member.partition("|")
+            expired.append((cluster, addr, name))
+        return ExpireResult(expired=expired, more=bool(int(more)))
+
+    async def expire_all(self, batch: int = 100, now: int | None = None, max_calls: int = 1000) -> ExpireResult:
+        """Expire batch after batch (each call bounded) until nothing is due."""
+        out: list[tuple[str, str, str]] = []
+        for _ in range(max_calls):
+            res = await self.expire(batch, now)
+            out.extend(res.expired)
+            if not res.more:
+                return ExpireResult(out, more=False)
+        return ExpireResult(out, more=True)
+
+    async def member_group(self, cluster: str, broker_name: str) -> dict[int, str]:
+        (flat,) = await self._run("memberGroup", cluster, broker_name)
+        return {int(i): a for i, a in _pairs(flat)}
+
+    async def live_brokers(self) -> list[dict[str, Any]]:
+        """Live entries with last heartbeat (ms), brokerName and id; for snapshots and the admin view."""
+        entries = await self.redis.zrange(self.keys.live, 0, -1, withscores=True)
+        if not entries:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for member, _ in entries:
+                cluster, _, addr = member.partition("|")
+                pipe.hmget(self.keys.live_info(cluster, addr), "name", "id", "timeout")
+            infos = await pipe.execute()
+        out = []
+        for (member, score), (name, bid, timeout) in zip(entries, infos, strict=True):
+            cluster, _, addr = member.partition("|")
+            out.append({"cluster": cluster, "brokerName": name or "", "brokerId": int(bid or 0),
+                        "brokerAddr": addr, "lastHeartbeat": int(score),
+                        "heartbeatTimeoutMillis": int(timeout or DEFAULT_TIMEOUT_MS)})
+        return out
+
+    # ------------------------------------------------------------------ routes
+
+    async def get_route(
+        self, topic: str, *, support_acting_master: bool = False, order_message_enable: bool = False
+    ) -> TopicRouteData | None:
+        res = await self._run("getRoute", topic, _flag(support_acting_master), _flag(order_message_enable))
+        if not int(res[0]):
+            return None
+        _, qflat, brokers, filters, order = res
+        queue_datas = sorted((QueueData.decode(n, e) for n, e in _pairs(qflat)), key=lambda q: q.broker_name)
+        broker_datas = sorted((_broker_data(*b[:5]) for b in brokers), key=lambda b: b.broker_name)
+        return TopicRouteData(
+            queue_datas=queue_datas,
+            broker_datas=broker_datas,
+            filter_server_table={a: orjson.loads(f) for a, f in _pairs(filters)},
+            order_topic_conf=order or None,
+        )
+
+    async def cluster_info(self) -> ClusterInfo:
+        brokers, clusters = await self._run("clusterInfo")
+        return ClusterInfo(
+            broker_addr_table={b[0]: _broker_data(*b[:5]) for b in brokers},
+            cluster_addr_table={c: sorted(members) for c, members in clusters},
+        )
+
+    async def topic_list(self, mode: str = "all", page: int = 1000) -> list[str]:
+        """All topics, or those whose first queue data has the unit / unit-sub flags; paged, bounded calls."""
+        if mode not in TOPIC_LIST_MODES:
+            raise ValueError(f"unknown topic list mode {mode!r}")
+        seen: set[str] = set()
+        cursor = "0"
+        while True:
+            cursor, topics = await self._run("topicList", mode, cursor, page, "")
+            seen.update(topics)
+            if cursor == "0":
+                return sorted(seen)
+
+    async def cluster_topics(self, cluster: str) -> list[str]:
+        """Topics with queue data on any broker of the cluster (one bounded call per broker)."""
+        seen: set[str] = set()
+        cursor = "0"
+        while True:
+            cursor, topics = await self._run("topicList", "cluster", cursor, 0, cluster)
+            seen.update(topics)
+            if cursor == "0":
+                return sorted(seen)
+
+    async def system_topic_list(self) -> tuple[list[str], str | None]:
+        """RocketMQ 304: every cluster and broker name, plus the first broker address."""
+        _, names, addr = await self._run("topicList", "system", "0", 0, "")
+        return list(names), addr or None
+
+    async def delete_topic(self, topic: str, cluster: str | None = None) -> int:
+        (n,) = await self._run("deleteTopic", topic, cluster or "")
+        return int(n)
+
+    async def register_topic(self, topic: str, queue_datas: list[QueueData]) -> int:
+        arg = "".join(f"{q.broker_name}\t{q.encode().replace(',', chr(9))}\n" for q in queue_datas)
+        res = await self._run("registerTopic", topic, arg)
+        if int(res[0]) < 0:
+            raise from_script_code(int(res[0]), res[1])
+        return int(res[0])
+
+    async def wipe_write_perm(self, broker_name: str) -> int:
+        (n,) = await self._run("writePerm", broker_name, "wipe")
+        return int(n)
+
+    async def add_write_perm(self, broker_name: str) -> int:
+        (n,) = await self._run("writePerm", broker_name, "add")
+        return int(n)
+
+    async def broker_exists(self, broker_name: str) -> bool:
+        return bool(await self.redis.sismember(self.keys.brokers, broker_name))
+
+    async def require_broker(self, broker_name: str) -> None:
+        if not await self.broker_exists(broker_name):
+            raise BrokerNotFound(f"no broker named {broker_name!r} is registered", brokerName=broker_name)
+
+    # ------------------------------------------------------------------ KV config
+
+    async def kv_put(self, namespace: str, key: str, value: str) -> None:
+        await self._run("kvPut", namespace, key, value)
+
+    async def kv_get(self, namespace: str, key: str) -> str:
+        res = await self._run("kvGet", namespace, key)
+        if not int(res[0]):
+            raise QueryNotFound(f"No config item, Namespace: {namespace} Key: {key}")
+        return res[1]
+
+    async def kv_delete(self, namespace: str, key: str) -> bool:
+        (n,) = await self._run("kvDelete", namespace, key)
+        return bool(int(n))
+
+    async def kv_list(self, namespace: str) -> dict[str, str]:
+        res = await self._run("kvList", namespace)
+        if not int(res[0]):
+            raise QueryNotFound(f"No config item, Namespace: {namespace}")
+        return dict(_pairs(res[1]))
+
+    async def order_topic_conf(self, topic: str) -> str | None:
+        return await self.redis.hget(self.keys.kv(ORDER_TOPIC_CONFIG), topic)
+
+    # ------------------------------------------------------------------ runtime config, version, stats
+
+    async def get_runtime_config(self) -> dict[str, str]:
+        return await self.redis.hgetall(self.keys.runtime_config)
+
+    async def put_runtime_config(self, values: Mapping[str, str]) -> int:
+        args: list[str] = []
+        for k, v in values.items():
+            args += [k, v]
+        (ver,) = await self._run("configPut", *args)
+        return int(ver)
+
+    async def version(self) -> int:
+        return int(await self.redis.get(self.keys.version) or 0)
+
+    async def stats(self) -> dict[str, int]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.keys.live)
+            pipe.scard(self.keys.topics)
+            pipe.scard(self.keys.brokers)
+            pipe.scard(self.keys.clusters)
+            live, topics, brokers, clusters = await pipe.execute()
+        return {"liveBrokers": live, "topics": topics, "brokerNames": brokers, "clusters": clusters}
+
+    # ------------------------------------------------------------------ snapshots
+
+    async def snapshot_pages(self, page: int = 500) -> AsyncIterator[list[tuple[str, str, str, QueueData]]]:
+        """Yield (cluster, brokerName, topic, QueueData) rows in bounded pages (SSCAN inside a script)."""
+        cursor = "0"
+        while True:
+            cursor, flat = await self._run("snapshotChunk", cursor, page)
+            rows = []
+            for i in range(0, len(flat), 4):
+                cluster, broker, topic, enc = flat[i:i + 4]
+                rows.append((cluster, broker, topic, QueueData.decode(broker, enc)))
+            if rows:
+                yield rows
+            if cursor == "0":
+                return

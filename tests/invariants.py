@@ -1,0 +1,68 @@
+"""Structural invariants of the Redis route tables, read straight from the keys (no store code involved).
+
+- every brokerName in queue data exists; each broker in exactly one cluster, matching its data;
+- no empty cluster, topic or broker; live entries <=> broker addresses; deadlines <=> live;
+- the reverse index brokerName -> topics equals the forward table.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from service.keys import Keys
+
+
+async def read_tables(redis, prefix: str) -> dict:
+    k = Keys(prefix)
+    topics = set(await redis.smembers(k.topics))
+    brokers = set(await redis.smembers(k.brokers))
+    clusters = set(await redis.smembers(k.clusters))
+    found_t, found_b, found_ba, found_bt, found_c, found_l = set(), set(), set(), set(), set(), set()
+    async for key in redis.scan_iter(match=k.base + "*", count=1000):
+        rest = key[len(k.base):]
+        kind, _, name = rest.partition(":")
+        {"t": found_t, "b": found_b, "ba": found_ba, "bt": found_bt, "c": found_c, "l": found_l}.get(
+            kind, set()).add(name)
+    forward = {t: await redis.hgetall(k.topic(t)) for t in found_t}
+    data = {b: await redis.hgetall(k.broker_data(b)) for b in found_b}
+    addrs = {b: await redis.hgetall(k.broker_addrs(b)) for b in found_ba}
+    reverse = {b: set(await redis.smembers(k.broker_topics(b))) for b in found_bt}
+    members = {c: set(await redis.smembers(k.cluster(c))) for c in found_c}
+    live = dict(await redis.zrange(k.live, 0, -1, withscores=True))
+    deadlines = dict(await redis.zrange(k.deadlines, 0, -1, withscores=True))
+    return dict(topics=topics, brokers=brokers, clusters=clusters, forward=forward, data=data, addrs=addrs,
+                reverse=reverse, members=members, live=live, deadlines=deadlines, live_info=found_l)
+
+
+async def check_invariants(redis, prefix: str) -> None:
+    t = await read_tables(redis, prefix)
+    assert t["topics"] == set(t["forward"]), "topic set != topic hashes"
+    assert all(t["forward"].values()), "empty topic"
+    for topic, qds in t["forward"].items():
+        for name in qds:
+            assert name in t["brokers"], f"topic {topic} names unknown broker {name}"
+    assert t["brokers"] == set(t["data"]) == set(t["addrs"]), "broker set != broker data != addresses"
+    assert all(t["addrs"].values()), "broker without addresses"
+    # each broker in exactly one cluster, the one its data names
+    owners: dict[str, list[str]] = defaultdict(list)
+    for c, names in t["members"].items():
+        for n in names:
+            owners[n].append(c)
+    for name, d in t["data"].items():
+        assert owners[name] == [d["cluster"]], f"broker {name} in clusters {owners[name]}, data says {d}"
+    assert set(owners) == t["brokers"], "cluster member that is not a broker"
+    assert t["clusters"] == set(t["members"]), "cluster set != non-empty cluster sets"
+    # reverse index == forward table
+    rev: dict[str, set[str]] = defaultdict(set)
+    for topic, qds in t["forward"].items():
+        for name in qds:
+            rev[name].add(topic)
+    assert {n: s for n, s in t["reverse"].items()} == dict(rev), "reverse index != forward table"
+    # live entries <=> addresses (one broker per address per cluster)
+    addr_members = []
+    for name, ids in t["addrs"].items():
+        for addr in ids.values():
+            addr_members.append(f"{t['data'][name]['cluster']}|{addr}")
+    assert len(addr_members) == len(set(addr_members)), "an address serves two ids or two brokers in a cluster"
+    assert set(addr_members) == set(t["live"]), "live entries != broker addresses"
+    assert set(t["live"]) == set(t["deadlines"]) == t["live_info"], "live != deadlines != live info"

@@ -1,0 +1,160 @@
+"""Model-based test: random operation sequences against the Redis store and tests/model.py in lockstep.
+
+After every step, routes for every topic (with and without acting master), cluster info, the topic list and
+the live set must equal the model's, and the structural invariants must hold in Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import fakeredis
+import pytest
+import redis.asyncio as aioredis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from service.errors import BrokerNameConflict, BrokerNotFound
+from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
+from service.store import RouteStore
+from tests.invariants import check_invariants
+from tests.model import Conflict, NotFound, RouteModel
+
+CLUSTERS = ["C0", "C1", "C2"]
+NAMES = [f"b{i}" for i in range(6)]
+ADDRS = [f"10.0.0.{i}:10911" for i in range(1, 9)]
+TOPICS = [f"T{i}" for i in range(8)] + ["rmq_sys_SYNC_BROKER_MEMBER_b0"]
+
+qd = st.tuples(st.sampled_from([1, 4, 8]), st.sampled_from([1, 4, 8]), st.sampled_from([2, 4, 6, 7]),
+               st.sampled_from([0, 1, 2, 3]))
+topic_tables = st.dictionaries(st.sampled_from(TOPICS), qd, max_size=5)
+
+
+def make_machine(connect):
+    class RegistryMachine(RuleBasedStateMachine):
+        @initialize()
+        def setup(self):
+            self.loop = asyncio.new_event_loop()
+            self.client = connect()
+            self.store = RouteStore(self.client, prefix="m" + uuid.uuid4().hex[:10])
+            self.model = RouteModel()
+            self.now = 1_000_000
+            self.support_acting_master = False
+
+        def run(self, coro):
+            return self.loop.run_until_complete(coro)
+
+        def teardown(self):
+            if hasattr(self, "loop"):
+                self.run(self.client.aclose())
+                self.loop.close()
+
+        @rule(c=st.sampled_from(CLUSTERS), n=st.sampled_from(NAMES), bid=st.sampled_from([0, 0, 1, 2]),
+              a=st.sampled_from(ADDRS), topics=topic_tables, counter=st.integers(0, 3), sv=st.integers(0, 2),
+              eam=st.sampled_from([None, True, False]), timeout=st.sampled_from([1000, 5000, 120_000]),
+              delete_missing=st.booleans(),
+              filters=st.sampled_from([None, [], ["10.9.0.1:1"]]))
+        def register(self, c, n, bid, a, topics, counter, sv, eam, timeout, delete_missing, filters):
+            self.now += 10
+            req = RegisterBroker(
+                cluster=c, broker_name=n, broker_id=bid, broker_addr=a, ha_server_addr="10.0.1.1:1",
+                topics={t: TopicConfig(*v) for t, v in topics.items()},
+                data_version=DataVersion(1, counter, sv), enable_acting_master=eam,
+                heartbeat_timeout_ms=timeout, filter_server_list=filters)
+            try:
+                expected = self.model.register(c, n, bid, a, "10.0.1.1:1", topics, (1, counter, sv), eam,
+                                               timeout, self.now, delete_missing, filters)
+            except Conflict:
+                with pytest.raises(BrokerNameConflict):
+                    self.run(self.store.register_broker(req, delete_topic_with_broker_registration=delete_missing,
+                                                        now=self.now))
+                return
+            res = self.run(self.store.register_broker(req, delete_topic_with_broker_registration=delete_missing,
+                                                      now=self.now))
+            assert res.fenced == (expected == "fenced")
+
+        @rule(c=st.sampled_from(CLUSTERS), a=st.sampled_from(ADDRS), dt=st.integers(0, 3000))
+        def heartbeat(self, c, a, dt):
+            self.now += dt
+            expected = self.model.heartbeat(c, a, self.now)
+            res = self.run(self.store.heartbeat(c, a, None, now=self.now))
+            assert (res.data_version is None) == (expected is None)
+            if expected is not None:
+                assert res.data_version == DataVersion(*expected)
+
+        @rule(c=st.sampled_from(CLUSTERS), n=st.sampled_from(NAMES), a=st.sampled_from(ADDRS))
+        def unregister(self, c, n, a):
+            expected = self.model.unregister(c, n, a)
+            assert self.run(self.store.unregister_broker(BrokerIdentity(c, n, 0, a))) == expected
+
+        @rule(dt=st.integers(0, 8000))
+        def expire(self, dt):
+            self.now += dt
+            gone = self.model.expire(self.now)
+            res = self.run(self.store.expire_all(batch=2, now=self.now))
+            assert sorted((c, a) for c, a, _ in res.expired) == sorted(gone)
+
+        @rule(t=st.sampled_from(TOPICS), c=st.sampled_from([None, *CLUSTERS]))
+        def delete_topic(self, t, c):
+            self.model.delete_topic(t, c)
+            self.run(self.store.delete_topic(t, c))
+
+        @rule(t=st.sampled_from(TOPICS), qds=st.dictionaries(st.sampled_from(NAMES), qd, min_size=1, max_size=3))
+        def register_topic(self, t, qds):
+            queue_datas = [QueueData(n, *v) for n, v in qds.items()]
+            try:
+                self.model.register_topic(t, qds)
+            except NotFound:
+                with pytest.raises(BrokerNotFound):
+                    self.run(self.store.register_topic(t, queue_datas))
+                return
+            assert self.run(self.store.register_topic(t, queue_datas)) == len(qds)
+
+        @rule(n=st.sampled_from(NAMES), wipe=st.booleans())
+        def write_perm(self, n, wipe):
+            expected = self.model.write_perm(n, wipe)
+            got = self.run(self.store.wipe_write_perm(n) if wipe else self.store.add_write_perm(n))
+            assert got == expected
+
+        @rule(t=st.sampled_from(TOPICS), v=st.sampled_from(["a:4", "b:8"]))
+        def order_conf(self, t, v):
+            self.model.kv_put("ORDER_TOPIC_CONFIG", t, v)
+            self.run(self.store.kv_put("ORDER_TOPIC_CONFIG", t, v))
+
+        @rule()
+        def toggle_acting_master(self):
+            self.support_acting_master = not self.support_acting_master
+
+        @invariant()
+        def same_as_model(self):
+            if not hasattr(self, "store"):
+                return
+            for t in TOPICS:
+                for sam in (self.support_acting_master,):
+                    got = self.run(self.store.get_route(t, support_acting_master=sam, order_message_enable=True))
+                    want = self.model.route(t, support_acting_master=sam, order=True)
+                    assert (got.to_json() if got else None) == want, t
+            assert self.run(self.store.cluster_info()).to_json() == self.model.cluster_info()
+            assert self.run(self.store.topic_list()) == sorted(self.model.topics)
+            live = self.run(self.client.zrange(self.store.keys.live, 0, -1))
+            assert set(live) == self.model.live_members()
+            self.run(check_invariants(self.client, self.store.keys.prefix))
+
+    return RegistryMachine
+
+
+FakeMachine = make_machine(lambda: fakeredis.FakeAsyncRedis(decode_responses=True))
+FakeMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+test_model_fakeredis = FakeMachine.TestCase
+
+
+@pytest.mark.redis
+def test_model_real_redis(redis_server):
+    machine = make_machine(lambda: aioredis.Redis.from_url(redis_server.url, decode_responses=True))
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(machine, settings=settings(max_examples=25, stateful_step_count=40, deadline=None,
+                                                         suppress_health_check=[HealthCheck.too_slow]))

@@ -1,0 +1,227 @@
+"""A plain-Python reference model of RocketMQ 5.x RouteInfoManager with this project's deviations.
+
+Written from shared/reference/rocketmq-namesrv.md §2, not from the Lua: the model-based tests drive it and
+the Redis store with the same random operations and demand the same routes and cluster info.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+WRITE = 2
+
+
+@dataclass
+class Broker:
+    cluster: str
+    eam: bool = False
+    zone: str | None = None
+    addrs: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class Live:
+    last: int
+    timeout: int
+    dv: tuple[int, int, int]
+    ha: str
+    name: str
+
+
+class Conflict(Exception):
+    pass
+
+
+class NotFound(Exception):
+    pass
+
+
+class RouteModel:
+    def __init__(self) -> None:
+        self.topics: dict[str, dict[str, tuple[int, int, int, int]]] = {}
+        self.brokers: dict[str, Broker] = {}
+        self.clusters: dict[str, set[str]] = {}
+        self.live: dict[tuple[str, str], Live] = {}
+        self.filters: dict[tuple[str, str], list[str]] = {}
+        self.kv: dict[str, dict[str, str]] = {}
+
+    # ---------------------------------------------------------------- removal core
+    def _drop_live(self, cluster: str, addr: str) -> None:
+        self.live.pop((cluster, addr), None)
+        self.filters.pop((cluster, addr), None)
+
+    def _remove_addr(self, cluster: str, name: str, addr: str) -> int:
+        b = self.brokers.get(name)
+        if b is None or b.cluster != cluster:
+            return 0
+        ids = [i for i, a in b.addrs.items() if a == addr]
+        if not ids:
+            return 0
+        for i in ids:
+            del b.addrs[i]
+        if not b.addrs:
+            del self.brokers[name]
+            self.clusters[cluster].discard(name)
+            if not self.clusters[cluster]:
+                del self.clusters[cluster]
+            for t in list(self.topics):
+                self.topics[t].pop(name, None)
+                if not self.topics[t]:
+                    del self.topics[t]
+            return 1
+        if b.eam and 0 not in b.addrs:
+            for qds in self.topics.values():
+                if name in qds:
+                    r, w, p, s = qds[name]
+                    qds[name] = (r, w, p & ~WRITE, s)
+        return 2
+
+    # ---------------------------------------------------------------- operations
+    def register(self, cluster, name, bid, addr, ha, topics, dv, eam, timeout, now,
+                 delete_missing=False, filters=None):
+        """topics: {t: (r, w, perm, sys)}; eam None = old broker. Returns 'ok', 'fenced' or raises."""
+        b = self.brokers.get(name)
+        if b is not None and b.cluster != cluster:
+            raise Conflict(b.cluster)
+        prev = self.live.get((cluster, addr))
+        if prev is not None and prev.name != name:
+            self._remove_addr(cluster, prev.name, addr)
+        self.clusters.setdefault(cluster, set()).add(name)
+        register_first = b is None
+        if b is None:
+            b = self.brokers[name] = Broker(cluster)
+        b.eam = bool(eam)
+        b.zone = None
+        for i in [i for i, a in b.addrs.items() if a == addr and i != bid]:
+            del b.addrs[i]
+        old = b.addrs.get(bid)
+        if old is not None and old != addr:
+            old_live = self.live.get((cluster, old))
+            if old_live is not None and old_live.dv[2] > dv[2]:
+                self._drop_live(cluster, addr)
+                return "fenced"
+        if old != addr:
+            b.addrs[bid] = addr
+            if old is not None:
+                self._drop_live(cluster, old)
+        register_first = register_first or old is None
+        is_master = bid == 0
+        is_prime_slave = eam is not None and not is_master and bid == min(b.addrs)
+        if is_master or is_prime_slave:
+            if delete_missing:
+                for t in list(self.topics):
+                    if name in self.topics[t] and t not in topics:
+                        del self.topics[t][name]
+                        if not self.topics[t]:
+                            del self.topics[t]
+            prev_live = self.live.get((cluster, addr))
+            dv_changed = prev_live is None or prev_live.dv != dv
+            for t, (r, w, p, s) in topics.items():
+                if register_first or dv_changed or name not in self.topics.get(t, {}):
+                    if is_prime_slave and b.eam:
+                        p &= ~WRITE
+                    self.topics.setdefault(t, {})[name] = (r, w, p, s)
+        self.live[(cluster, addr)] = Live(now, timeout, dv, ha, name)
+        if filters is not None:
+            if filters:
+                self.filters[(cluster, addr)] = list(filters)
+            else:
+                self.filters.pop((cluster, addr), None)
+        return "ok"
+
+    def heartbeat(self, cluster, addr, now):
+        live = self.live.get((cluster, addr))
+        if live is None:
+            return None
+        live.last = now
+        return live.dv
+
+    def unregister(self, cluster, name, addr):
+        res = self._remove_addr(cluster, name, addr)
+        if res:
+            self._drop_live(cluster, addr)
+        return res
+
+    def expire(self, now):
+        gone = []
+        for key, live in sorted(self.live.items(), key=lambda kv: kv[1].last + kv[1].timeout):
+            if live.last + live.timeout < now:
+                gone.append(key)
+        for cluster, addr in gone:
+            name = self.live[(cluster, addr)].name
+            self._drop_live(cluster, addr)
+            self._remove_addr(cluster, name, addr)
+        return gone
+
+    def delete_topic(self, topic, cluster=None):
+        qds = self.topics.get(topic)
+        if qds is None:
+            return
+        names = list(qds) if cluster is None else list(self.clusters.get(cluster, ()))
+        for n in names:
+            qds.pop(n, None)
+        if not qds:
+            del self.topics[topic]
+
+    def register_topic(self, topic, qds):
+        for n in qds:
+            if n not in self.brokers:
+                raise NotFound(n)
+        if qds:
+            self.topics.setdefault(topic, {}).update(qds)
+
+    def write_perm(self, name, wipe):
+        count = 0
+        for qds in self.topics.values():
+            if name in qds:
+                r, w, p, s = qds[name]
+                qds[name] = (r, w, p & ~WRITE if wipe else 6, s)
+                count += 1
+        return count
+
+    def kv_put(self, ns, key, value):
+        self.kv.setdefault(ns, {})[key] = value
+
+    # ---------------------------------------------------------------- reads
+    def route(self, topic, support_acting_master=False, order=False):
+        qds = self.topics.get(topic)
+        if not qds:
+            return None
+        brokers = []
+        for n in sorted(qds):
+            b = self.brokers.get(n)
+            if b is not None:
+                brokers.append([n, b.cluster, b.eam, dict(b.addrs)])
+        if not brokers:
+            return None
+        if (support_acting_master and not topic.startswith("rmq_sys_SYNC_BROKER_MEMBER_")
+                and any(a and 0 not in a for _, _, _, a in brokers)):
+            for n, _, eam, addrs in brokers:
+                if addrs and 0 not in addrs and eam and not qds[n][2] & WRITE:
+                    addrs[0] = addrs.pop(min(addrs))
+        filters = {}
+        if self.filters:
+            for _, cluster, _, addrs in brokers:
+                for a in addrs.values():
+                    if (cluster, a) in self.filters:
+                        filters[a] = self.filters[(cluster, a)]
+        return {
+            "queueDatas": [{"brokerName": n, "perm": p, "readQueueNums": r, "topicSysFlag": s,
+                            "writeQueueNums": w} for n, (r, w, p, s) in sorted(qds.items())],
+            "brokerDatas": [{"brokerAddrs": {str(k): v for k, v in sorted(a.items())}, "brokerName": n,
+                             "cluster": c, "enableActingMaster": e} for n, c, e, a in brokers],
+            "filterServerTable": filters,
+            **({"orderTopicConf": self.kv["ORDER_TOPIC_CONFIG"][topic]}
+               if order and topic in self.kv.get("ORDER_TOPIC_CONFIG", {}) else {}),
+        }
+
+    def cluster_info(self):
+        return {
+            "brokerAddrTable": {n: {"brokerAddrs": {str(k): v for k, v in sorted(b.addrs.items())},
+                                    "brokerName": n, "cluster": b.cluster, "enableActingMaster": b.eam}
+                                for n, b in sorted(self.brokers.items())},
+            "clusterAddrTable": {c: sorted(ns) for c, ns in sorted(self.clusters.items())},
+        }
+
+    def live_members(self):
+        return {f"{c}|{a}" for c, a in self.live}

@@ -1,0 +1,186 @@
+"""The job's wiring: arguments, exit codes, the schedule loop, and one full run over hand-written snapshots."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import uuid
+
+import orjson
+import pandas as pd
+import pytest
+import redis
+
+from service.skew import io as skew_io
+from service.skew import job
+from tests.spark.conftest import put_snapshot
+
+
+def approx6(x: float):
+    return pytest.approx(x, abs=1e-6)  # the summary rounds to 6 decimals
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return job.add_arguments(argparse.ArgumentParser()).parse_args(list(argv))
+
+
+def test_defaults_and_durations():
+    a = parse("--redis-url", "redis://h:1/0", "--since", "2h", "--every", "10m")
+    assert (a.since, a.every, a.prefix, a.concentrated_share, a.master, a.weights) == (7200, 600, "nsrv", 0.5, None,
+                                                                                        None)
+    assert parse("--redis-url", "x").since == 86400 and parse("--redis-url", "x").every is None
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--since", "yesterday"], "bad duration"),
+    (["--every", "0s"], "must be positive"),
+    (["--concentrated-share", "1.5"], "between 0 and 1"),
+    (["--conf", "nokey"], "KEY=VALUE"),
+])
+def test_bad_arguments_are_argparse_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        parse(*argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_redis_url_is_required(capsys, monkeypatch):
+    monkeypatch.delenv("NAMESRV_REDIS_URL", raising=False)
+    assert job.run(parse()) == 2
+    assert "--redis-url" in capsys.readouterr().err
+
+
+def test_schedule_repeats_on_ticks_survives_failures_and_stops_on_ctrl_c():
+    now = [100.0]
+    calls: list[float] = []
+    sleeps: list[float] = []
+
+    def clock() -> float:
+        return now[0]
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        if len(sleeps) == 3:
+            raise KeyboardInterrupt
+        now[0] += s
+
+    def work() -> None:
+        calls.append(now[0])
+        now[0] += 4.0  # a run takes 4 s
+        if len(calls) == 1:
+            raise RuntimeError("redis down")  # logged, retried at the next tick
+        if len(calls) == 2:
+            raise job.NoSnapshots("nothing yet")
+
+    assert job.schedule(work, 10.0, sleep=sleep, clock=clock) == 0
+    assert calls == [100.0, 110.0, 120.0]  # on the 10 s grid, whatever each run took
+    assert sleeps == [6.0, 6.0, 6.0]
+
+
+def test_schedule_skips_missed_ticks():
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        raise KeyboardInterrupt
+
+    def slow() -> None:
+        now[0] += 25.0  # longer than two periods
+
+    assert job.schedule(slow, 10.0, sleep=sleep, clock=lambda: now[0]) == 0
+    assert sleeps == [5.0]  # next tick at 30, not 10 or 20
+
+
+@pytest.fixture
+def client(redis_server):
+    c = redis.Redis.from_url(redis_server.url)
+    yield c
+    c.close()
+
+
+@pytest.mark.redis
+def test_no_snapshot_in_window_exits_2_and_says_what_to_do(spark, redis_server, client, tmp_path, capsys):
+    prefix = "empty" + uuid.uuid4().hex[:8]
+    now = skew_io.redis_now_ms(client)
+    put_snapshot(client, prefix, now - 3 * 3600 * 1000, [["c", "b", "T", 1, 1, 6, 0]])  # outside a 1h window
+    rc = job.main(["--redis-url", redis_server.url, "--prefix", prefix, "--since", "1h", "--out", str(tmp_path)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "no snapshots in the last 1h" in err and "namesrv snapshot" in err
+    assert client.get(skew_io.report_key(prefix)) is None
+
+
+@pytest.mark.redis
+def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_path):
+    """Three snapshots in the window; the middle one lost a part (skipped). Weights from a CSV file."""
+    prefix = "job" + uuid.uuid4().hex[:8]
+    now = skew_io.redis_now_ms(client)
+    first = [
+        ["c1", "b1", "Orders", 4, 4, 6, 0], ["c1", "b2", "Orders", 4, 4, 6, 0],
+        ["c1", "b1", "c1", 16, 16, 7, 0], ["c1", "b1", "TBW102", 8, 8, 7, 0],  # system topics: left out
+    ]
+    latest = [
+        ["c1", "b1", "Orders", 9, 9, 6, 0], ["c1", "b2", "Orders", 1, 1, 6, 0],  # 0.5 -> 0.9
+        ["c1", "b1", "Solo", 4, 4, 6, 0],
+        ["c1", "b1", "Even", 4, 4, 6, 0], ["c1", "b2", "Even", 4, 4, 6, 0],
+        ["c1", "b1", "c1", 16, 16, 7, 0], ["c1", "b1", "TBW102", 8, 8, 7, 0],
+    ]
+    idle = {"cluster": "c1", "brokerName": "b3", "brokerId": 0, "brokerAddr": "10.0.0.9:10911",
+            "lastHeartbeat": now}
+    put_snapshot(client, prefix, now - 600_000, first)
+    put_snapshot(client, prefix, now - 300_000, first, part_rows=2)
+    client.delete(f"{{{prefix}}}:snap:{now - 300_000}:1")
+    brokers = [{"cluster": "c1", "brokerName": b, "brokerId": 0, "brokerAddr": f"10.0.0.{i}:10911",
+                "lastHeartbeat": now} for i, b in enumerate(("b1", "b2"))] + [idle]
+    put_snapshot(client, prefix, now - 1_000, latest, brokers=brokers, part_rows=3)
+    weights = tmp_path / "weights.csv"
+    weights.write_text("topic,weight\nOrders,10\nSolo,2\n")  # Even: unlisted, weighs 0
+    out = tmp_path / "out"
+
+    rc = job.main(["--redis-url", redis_server.url, "--prefix", prefix, "--since", "1h", "--out", str(out),
+                   "--weights", str(weights)])
+    assert rc == 0
+
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert orjson.loads(client.get(f"{{{prefix}}}:report:skew")) == summary
+    assert {"generatedAt", "window", "topics", "brokers", "clusters", "worsening"} <= summary.keys()
+    w = summary["window"]
+    assert (w["snapshots"], w["latestTakenAt"], w["firstTakenAt"]) == (2, now - 1_000, now - 600_000)
+    assert w["skippedSnapshots"] == [now - 300_000]
+
+    topics = {t["topic"]: t for t in summary["topics"]}
+    assert set(topics) == {"Orders", "Solo", "Even"}
+    assert list(topics) == ["Solo", "Orders", "Even"]  # most skewed first
+    assert topics["Orders"]["maxShare"] == approx6(0.9)
+    assert topics["Orders"]["flags"] == ["CONCENTRATED"]
+    assert topics["Solo"]["flags"] == ["SINGLE_BROKER"]
+    assert topics["Even"]["flags"] == [] and topics["Even"]["gini"] == 0
+    assert {"topic", "cluster", "brokers", "writeQueues", "maxShare", "maxMeanRatio", "cv", "gini",
+            "flags"} <= topics["Orders"].keys()
+
+    # load: b1 = 10*0.9 + 2*1 + 0*0.5 = 11, b2 = 10*0.1 = 1, b3 = 0 (registered, no topics) -> 11/12, 1/12, 0
+    brokers_out = {b["brokerName"]: b for b in summary["brokers"]}
+    assert brokers_out["b1"]["share"] == approx6(11 / 12)
+    assert brokers_out["b2"]["share"] == approx6(1 / 12)
+    assert (brokers_out["b3"]["share"], brokers_out["b3"]["topics"], brokers_out["b3"]["writeQueues"]) == (0, 0, 0)
+    assert (brokers_out["b1"]["writeQueues"], brokers_out["b1"]["topics"]) == (9 + 4 + 4, 3)
+    (cluster,) = summary["clusters"]
+    assert (cluster["cluster"], cluster["brokers"], cluster["topics"]) == ("c1", 3, 3)
+    assert cluster["maxMeanRatio"] == approx6((11 / 12) / (1 / 3))
+
+    assert [(x["topic"], x["firstMaxShare"], x["maxShare"]) for x in summary["worsening"]] == [
+        ("Orders", approx6(0.5), approx6(0.9))]
+    assert [(p["takenAt"], p["cluster"]) for p in summary["imbalance"]] == [(now - 600_000, "c1"),
+                                                                           (now - 1_000, "c1")]
+
+    for name in ("topics", "brokers", "clusters", "worsening", "imbalance"):
+        assert (out / f"{name}.csv").is_file()
+        assert len(pd.read_parquet(out / f"{name}.parquet")) == len(pd.read_csv(out / f"{name}.csv"))
+    csv_topics = pd.read_csv(out / "topics.csv")
+    assert csv_topics.set_index("topic").loc["Orders", "flags"] == "CONCENTRATED"
+
+    html = (out / "report.html").read_text()
+    assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', html)) == 4
+    assert not re.search(r'(src|href)="(https?:)?//', html)  # self-contained
+    assert "Orders" in html and "CONCENTRATED" in html
