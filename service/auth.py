@@ -48,6 +48,10 @@ class Authenticator:
         self.open_mode = not (self._brokers or self._admin or self._read)
 
     @property
+    def reads_protected(self) -> bool:
+        return bool(self._read)
+
+    @property
     def writes_open(self) -> bool:
         return not (self._brokers or self._admin)
 

@@ -75,6 +75,13 @@ class RouteStore:
         for script in self._scripts.values():
             script.sha = await self.redis.script_load(script.script)
 
+    async def load_scripts_if_missing(self) -> None:
+        """Readiness: one SCRIPT EXISTS round trip; reload everything if Redis lost the scripts (restart)."""
+        scripts = list(self._scripts.values())
+        present = await self.redis.script_exists(*[s.sha for s in scripts])
+        if not all(present):
+            await self.load_scripts()
+
     async def _run(self, name: str, *args: Any) -> Any:
         return await self._scripts[name](keys=self._route_keys, args=list(args))
 

@@ -1,0 +1,46 @@
+"""Redis connections: bounded timeouts and retries for a real server, in-process fakeredis for embedded mode."""
+
+from __future__ import annotations
+
+import logging
+
+import fakeredis
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+
+from service.config import Settings
+
+log = logging.getLogger(__name__)
+
+# One fake server per process, so the app, its pub/sub listener and the scheduler see the same data.
+_EMBEDDED_SERVER: fakeredis.FakeServer | None = None
+
+EMBEDDED_WARNING = (
+    "EMBEDDED MODE: NAMESRV_REDIS_URL is not set, so routes live in this process only (in-process fakeredis): "
+    "not shared with other workers, not durable across restarts. Set NAMESRV_REDIS_URL for production."
+)
+
+
+def make_redis(settings: Settings) -> aioredis.Redis:
+    """A client with decode_responses=True; fails fast (bounded timeouts, a few backed-off retries)."""
+    if settings.embedded:
+        global _EMBEDDED_SERVER
+        if _EMBEDDED_SERVER is None:
+            _EMBEDDED_SERVER = fakeredis.FakeServer()
+        return fakeredis.FakeAsyncRedis(server=_EMBEDDED_SERVER, decode_responses=True)
+    kwargs = {}
+    if settings.redis_password:
+        kwargs["password"] = settings.redis_password
+    return aioredis.Redis.from_url(
+        settings.redis_url,
+        decode_responses=True,
+        socket_connect_timeout=settings.redis_connect_timeout_ms / 1000,
+        socket_timeout=settings.redis_socket_timeout_ms / 1000,
+        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), settings.redis_retries),
+        retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
+        health_check_interval=5,
+        max_connections=256,
+        **kwargs,
+    )
