@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 
 def create_app(settings: Settings, *, redis: aioredis.Redis | None = None, scheduler: bool = True) -> web.Application:
     app = web.Application(middlewares=[front_door], client_max_size=settings.max_body_bytes)
-    app["max_body"] = settings.max_body_bytes
     client = redis if redis is not None else make_redis(settings)
     store = RouteStore(client, settings.key_prefix)
     runtime = Runtime(settings)

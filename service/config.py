@@ -167,7 +167,7 @@ class Settings:
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return self.values[name]
+            return self.__dict__["values"][name]
         except KeyError:
             raise AttributeError(name) from None
 

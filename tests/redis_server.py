@@ -34,7 +34,7 @@ class RedisServer:
         self.dir = self.dir or tempfile.mkdtemp(prefix="nsrv-redis-")
         self.proc = subprocess.Popen(
             [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir, "--daemonize", "no", "--loglevel", "warning"],
+             "--dir", self.dir, "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "local"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + timeout

@@ -32,7 +32,7 @@ from service.models import (
     topic_name,
 )
 
-PRINCIPAL = "principal"
+PRINCIPAL = web.RequestKey("principal", Principal)
 JSON = "application/json"
 
 

@@ -26,7 +26,7 @@ from service.errors import (
     StoreUnavailable,
     Unauthorized,
 )
-from service.http.context import AUTH, METRICS
+from service.http.context import AUTH, METRICS, SETTINGS
 from service.http.handlers import PRINCIPAL
 from service.http.routes import ROLE_BY_HANDLER
 
@@ -85,7 +85,7 @@ async def front_door(request: web.Request, handler) -> web.StreamResponse:
         elif exc.status == 405:
             err = MethodNotAllowed(f"{request.method} is not allowed on {request.path}")
         elif exc.status == 413:
-            err = PayloadTooLarge(f"body larger than {request.app['max_body']} bytes")
+            err = PayloadTooLarge(f"body larger than {request.app[SETTINGS].max_body_bytes} bytes")
         else:
             err = NamesrvError(exc.reason or "HTTP error")
             err.http_status = exc.status

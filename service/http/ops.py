@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from aiohttp import web
 
@@ -11,7 +12,7 @@ from service.http.context import CACHE, METRICS, SETTINGS, STORE
 
 async def livez(request: web.Request) -> web.Response:
     """The process answers: never depends on Redis (a Redis outage must not restart workers)."""
-    return web.json_response({"status": "ok"})
+    return web.json_response({"status": "ok", "pid": os.getpid()})
 
 
 async def readyz(request: web.Request) -> web.Response:

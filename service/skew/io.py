@@ -34,6 +34,7 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604
 
 # --- keys (the snapshot writer's schema; literal braces are the Redis Cluster hash tag)
 
+
 def index_key(prefix: str) -> str:
     return f"{{{prefix}}}:snaps"
 
@@ -63,6 +64,7 @@ def parse_duration(text: str) -> float:
 
 # --- Redis connections (driver and executors)
 
+
 @dataclass(frozen=True)
 class RedisSpec:
     """How to reach Redis; picklable so executors can open their own connection."""
@@ -85,6 +87,7 @@ def redis_now_ms(client: redis.Redis) -> int:
 
 
 # --- snapshot manifests (driver)
+
 
 @dataclass
 class SnapshotInfo:
@@ -111,16 +114,20 @@ def _decode_manifest(snap_id: str, raw: Mapping[bytes, bytes]) -> SnapshotInfo |
     )
 
 
-def list_snapshots(client: redis.Redis, prefix: str, since_ms: int, until_ms: int) -> list[SnapshotInfo]:
-    """Snapshots taken in [since_ms, until_ms], oldest first. Ids whose manifest is gone (retention ran
+def list_snapshots(
+    client: redis.Redis, prefix: str, since_ms: int, until_ms: int | None = None
+) -> list[SnapshotInfo]:
+    """Snapshots taken in [since_ms, until_ms] (no upper bound by default: a snapshot stamped by a worker
+    whose clock runs ahead of Redis' still counts), oldest first. Ids whose manifest is gone (retention ran
     between the ZRANGE and the HGETALL) are skipped."""
+    upper: int | str = "+inf" if until_ms is None else until_ms
     ids = [
         m.decode() if isinstance(m, bytes) else str(m)
-        for m in client.zrangebyscore(index_key(prefix), since_ms, until_ms)
+        for m in client.zrangebyscore(index_key(prefix), since_ms, upper)
     ]
     out: list[SnapshotInfo] = []
     for start in range(0, len(ids), MANIFEST_BATCH):
-        chunk = ids[start:start + MANIFEST_BATCH]
+        chunk = ids[start : start + MANIFEST_BATCH]
         pipe = client.pipeline(transaction=False)
         for sid in chunk:
             pipe.hgetall(manifest_key(prefix, sid))
@@ -151,6 +158,7 @@ def broker_rows(snaps: Iterable[SnapshotInfo]) -> list[tuple[int, str, str]]:
 
 
 # --- part fetch (executors)
+
 
 class PartFetcher:
     """mapPartitions function: one Redis client per Spark partition, parts fetched with MGET in small
@@ -190,6 +198,7 @@ class PartFetcher:
 
 
 # --- weights
+
 
 def _weight(topic: str, raw: Any, source: str) -> float:
     try:
@@ -239,6 +248,7 @@ def _is_number(s: str) -> bool:
 
 
 # --- outputs
+
 
 def _atomic_write(path: Path, data: bytes) -> None:
     """Readers (a web server, a planner's browser) never see a half-written file, also under --every."""

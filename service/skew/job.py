@@ -1,8 +1,9 @@
-"""`namesrv skew-report`: the PySpark job that reads the route snapshots of a time window from Redis and writes
-the topic-load skew report (summary.json, CSV/Parquet tables, report.html) and stores the summary in Redis.
+"""`namesrv skew-report`: the PySpark job that reads the route snapshots of a time window from Redis and
+writes the topic-load skew report (summary.json, CSV/Parquet tables, report.html) and stores the summary
+in Redis.
 
-Also runnable as `spark-submit --py-files namesrv.zip service/skew/job.py --redis-url ...`. pyspark is imported
-only inside run(), so the CLI can build its parser (add_arguments) without the `spark` extra installed.
+Also runnable as `spark-submit --py-files namesrv.zip service/skew/job.py --redis-url ...`. pyspark is
+imported only inside run(), so the CLI can build its parser (add_arguments) without the `spark` extra.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ HEATMAP_TOPICS = 20
 
 # --- arguments
 
+
 def _duration(text: str) -> float:
     try:
         return skew_io.parse_duration(text)
@@ -62,35 +64,82 @@ def _conf(text: str) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The skew-report flags (service/cli.py adds them to its `skew-report` subparser)."""
-    parser.add_argument("--redis-url", default=os.environ.get("NAMESRV_REDIS_URL", ""),
-                        help="Redis holding the snapshots (default: $NAMESRV_REDIS_URL); executors connect too")
-    parser.add_argument("--prefix", default=os.environ.get("NAMESRV_KEY_PREFIX", "nsrv"),
-                        help="key prefix / hash tag of the registry (default: $NAMESRV_KEY_PREFIX or nsrv)")
-    parser.add_argument("--since", type=_duration, default=_duration("24h"), metavar="DURATION",
-                        help="window: snapshots taken in the last DURATION, e.g. 30m, 24h, 7d (default 24h)")
-    parser.add_argument("--out", default="skew-report", metavar="DIR",
-                        help="output directory (created; files are replaced atomically) (default ./skew-report)")
-    parser.add_argument("--master", default=None,
-                        help="Spark master (default local[*]; under spark-submit, spark-submit's --master)")
-    parser.add_argument("--weights", default=None, metavar="FILE",
-                        help="per-topic traffic weights, JSON {topic: weight} or CSV topic,weight; "
-                             "'*' sets the weight of unlisted topics (default 0)")
-    parser.add_argument("--every", type=_duration, default=None, metavar="DURATION",
-                        help="repeat on this period until Ctrl-C, e.g. 10m (default: run once)")
-    parser.add_argument("--concentrated-share", type=_share, default=0.5, metavar="SHARE",
-                        help="flag CONCENTRATED when one broker holds more than this share of a multi-broker "
-                             "topic's writable write queues (default 0.5)")
-    parser.add_argument("--include-system-topics", action="store_true",
-                        help="also report RocketMQ's own topics (TBW102, rmq_sys_*, cluster and broker names)")
-    parser.add_argument("--summary-topics", type=int, default=1000, metavar="N",
-                        help="topics (and worsening topics) listed in summary.json and Redis; 0 = all "
-                             "(default 1000; the CSV/Parquet tables always hold all)")
-    parser.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE",
-                        help="extra Spark configuration, repeatable (e.g. spark.driver.memory=4g)")
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("NAMESRV_REDIS_URL", ""),
+        help="Redis holding the snapshots (default: $NAMESRV_REDIS_URL); executors connect too",
+    )
+    parser.add_argument(
+        "--prefix",
+        default=os.environ.get("NAMESRV_KEY_PREFIX", "nsrv"),
+        help="key prefix / hash tag of the registry (default: $NAMESRV_KEY_PREFIX or nsrv)",
+    )
+    parser.add_argument(
+        "--since",
+        type=_duration,
+        default=_duration("24h"),
+        metavar="DURATION",
+        help="window: snapshots taken in the last DURATION, e.g. 30m, 24h, 7d (default 24h)",
+    )
+    parser.add_argument(
+        "--out",
+        default="skew-report",
+        metavar="DIR",
+        help="output directory (created; files are replaced atomically) (default ./skew-report)",
+    )
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default local[*]; under spark-submit, spark-submit's --master)",
+    )
+    parser.add_argument(
+        "--weights",
+        default=None,
+        metavar="FILE",
+        help="per-topic traffic weights, JSON {topic: weight} or CSV topic,weight; "
+        "'*' sets the weight of unlisted topics (default 0)",
+    )
+    parser.add_argument(
+        "--every",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="repeat on this period until Ctrl-C, e.g. 10m (default: run once)",
+    )
+    parser.add_argument(
+        "--concentrated-share",
+        type=_share,
+        default=0.5,
+        metavar="SHARE",
+        help="flag CONCENTRATED when one broker holds more than this share of a multi-broker "
+        "topic's writable write queues (default 0.5)",
+    )
+    parser.add_argument(
+        "--include-system-topics",
+        action="store_true",
+        help="also report RocketMQ's own topics (TBW102, rmq_sys_*, cluster and broker names)",
+    )
+    parser.add_argument(
+        "--summary-topics",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="topics (and worsening topics) listed in summary.json and Redis; 0 = all "
+        "(default 1000; the CSV/Parquet tables always hold all)",
+    )
+    parser.add_argument(
+        "--conf",
+        type=_conf,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark configuration, repeatable (e.g. spark.driver.memory=4g)",
+    )
     return parser
 
 
 # --- progress
+
 
 class Progress:
     """Logs each stage with the rows it produced and the time since the run started."""
@@ -115,8 +164,9 @@ class NoSnapshots(Exception):
 
 # --- Spark session
 
+
 def _local_parallelism(master: str) -> int:
-    inner = master[master.find("[") + 1: master.find("]")] if "[" in master else "1"
+    inner = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
     if inner.split(",")[0] in ("*", ""):
         return os.cpu_count() or 2
     try:
@@ -147,6 +197,7 @@ def spark_session(args: argparse.Namespace) -> tuple[Any, bool]:
 
 # --- one run
 
+
 @dataclass
 class Outcome:
     summary: dict[str, Any]
@@ -170,16 +221,16 @@ def run_once(spark: Any, args: argparse.Namespace) -> Outcome:
     try:
         until_ms = skew_io.redis_now_ms(client)
         since_ms = until_ms - int(args.since * 1000)
-        snaps = skew_io.list_snapshots(client, args.prefix, since_ms, until_ms)
+        snaps = skew_io.list_snapshots(client, args.prefix, since_ms)
         if not snaps:
             raise NoSnapshots(
                 f"no snapshots in the last {_since_text(args)} under {skew_io.index_key(args.prefix)}; "
                 "take one with `namesrv snapshot` (serving workers also take them every "
-                "NAMESRV_SNAPSHOT_INTERVAL_S seconds), or widen --since")
+                "NAMESRV_SNAPSHOT_INTERVAL_S seconds), or widen --since"
+            )
         weights = skew_io.load_weights(args.weights) if args.weights else None
         specs = skew_io.part_specs(args.prefix, snaps)
-        progress.stage("list", snapshots=len(snaps), parts=len(specs),
-                       indexedRows=sum(s.rows for s in snaps))
+        progress.stage("list", snapshots=len(snaps), parts=len(specs), indexedRows=sum(s.rows for s in snaps))
 
         # Executors fetch and decode the parts; the driver only hands out keys.
         sc = spark.sparkContext
@@ -187,14 +238,21 @@ def run_once(spark: Any, args: argparse.Namespace) -> Outcome:
         rdd = sc.parallelize(specs, slices).mapPartitions(skew_io.PartFetcher(spec))
         raw = spark.createDataFrame(rdd, T.ROW_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
         fetched = raw.count()
-        broken = {r.takenAt for r in raw.filter(F.col("cluster").isNull()).select("takenAt").distinct().collect()}
+        broken = {
+            r.takenAt for r in raw.filter(F.col("cluster").isNull()).select("takenAt").distinct().collect()
+        }
         if broken:
-            log.warning("skipping %d snapshot(s) with parts removed by retention during the run: %s",
-                        len(broken), sorted(broken))
+            log.warning(
+                "skipping %d snapshot(s) with parts removed by retention during the run: %s",
+                len(broken),
+                sorted(broken),
+            )
             snaps = [s for s in snaps if s.taken_at not in broken]
             if not snaps:
-                raise NoSnapshots("every snapshot in the window lost parts to retention while being read; "
-                                  "run again (or take one with `namesrv snapshot`)")
+                raise NoSnapshots(
+                    "every snapshot in the window lost parts to retention while being read; "
+                    "run again (or take one with `namesrv snapshot`)"
+                )
         progress.stage("fetch", rows=fetched, partitions=slices)
 
         latest = snaps[-1]
@@ -212,30 +270,42 @@ def run_once(spark: Any, args: argparse.Namespace) -> Outcome:
 
         weights_df = T.weights_frame(spark, weights) if weights else None
         default_weight = (weights or {}).get("*", 0.0) if weights else 1.0
-        brokers_all = T.broker_metrics(shares, brokers_known, weights_df, default_weight) \
-            .persist(StorageLevel.MEMORY_AND_DISK)
+        brokers_all = T.broker_metrics(shares, brokers_known, weights_df, default_weight).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
         clusters_all = T.cluster_metrics(brokers_all, topics_all)
         imbalance = to_pandas(clusters_all).sort_values(["cluster", "takenAt"]).reset_index(drop=True)
         progress.stage("brokers", rows=len(imbalance))
 
         topics = report.rank_topics(to_pandas(T.at(topics_all, latest.taken_at)))
-        brokers = to_pandas(T.at(brokers_all, latest.taken_at)) \
-            .sort_values(["cluster", "brokerName"]).reset_index(drop=True)
-        clusters = imbalance[imbalance["takenAt"] == latest.taken_at].drop(columns="takenAt") \
+        brokers = (
+            to_pandas(T.at(brokers_all, latest.taken_at))
+            .sort_values(["cluster", "brokerName"])
             .reset_index(drop=True)
+        )
+        clusters = (
+            imbalance[imbalance["takenAt"] == latest.taken_at].drop(columns="takenAt").reset_index(drop=True)
+        )
         worsening = to_pandas(T.worsening(topics_all, latest.taken_at))
         if not worsening.empty:
-            worsening = worsening.sort_values(["delta", "cluster", "topic"], ascending=[False, True, True]) \
-                .reset_index(drop=True)
+            worsening = worsening.sort_values(
+                ["delta", "cluster", "topic"], ascending=[False, True, True]
+            ).reset_index(drop=True)
         progress.stage("latest", rows=len(topics), brokers=len(brokers), worsening=len(worsening))
 
-        top = [(c, t) for c, t in zip(topics["cluster"], topics["topic"], strict=True)][:HEATMAP_TOPICS] \
-            if not topics.empty else []
+        top = (
+            [(c, t) for c, t in zip(topics["cluster"], topics["topic"], strict=True)][:HEATMAP_TOPICS]
+            if not topics.empty
+            else []
+        )
         heat = pd.DataFrame(columns=["cluster", "topic", "brokerName", "share"])
         if top:
             wanted = spark.createDataFrame(top, "cluster string, topic string")
-            heat = to_pandas(T.at(shares, latest.taken_at).join(F.broadcast(wanted), ["cluster", "topic"])
-                             .select("cluster", "topic", "brokerName", "share"))
+            heat = to_pandas(
+                T.at(shares, latest.taken_at)
+                .join(F.broadcast(wanted), ["cluster", "topic"])
+                .select("cluster", "topic", "brokerName", "share")
+            )
         shares.unpersist()
         topics_all.unpersist()
         brokers_all.unpersist()
@@ -260,14 +330,27 @@ def run_once(spark: Any, args: argparse.Namespace) -> Outcome:
             "includeSystemTopics": bool(args.include_system_topics),
         }
         summary = report.build_summary(
-            window=window, params=params, topics=topics, brokers=brokers, clusters=clusters,
-            worsening=worsening, imbalance=imbalance, flags=T.FLAGS, max_topics=args.summary_topics)
+            window=window,
+            params=params,
+            topics=topics,
+            brokers=brokers,
+            clusters=clusters,
+            worsening=worsening,
+            imbalance=imbalance,
+            flags=T.FLAGS,
+            max_topics=args.summary_topics,
+        )
 
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         files: list[Path] = []
-        tables = {"topics": topics, "brokers": brokers, "clusters": clusters, "worsening": worsening,
-                  "imbalance": imbalance}
+        tables = {
+            "topics": topics,
+            "brokers": brokers,
+            "clusters": clusters,
+            "worsening": worsening,
+            "imbalance": imbalance,
+        }
         for name, pdf in tables.items():
             files += skew_io.write_table(out, name, pdf)
         charts = {
@@ -304,6 +387,7 @@ def _since_text(args: argparse.Namespace) -> str:
 
 # --- schedule
 
+
 def schedule(
     job: Callable[[], Any],
     every_s: float,
@@ -337,6 +421,7 @@ def schedule(
 
 # --- entry points
 
+
 def _error(msg: str) -> None:
     print(f"namesrv skew-report: error: {msg}", file=sys.stderr)
 
@@ -346,8 +431,10 @@ def run(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.redis_url:
-        _error("--redis-url (or NAMESRV_REDIS_URL) is required: the Spark executors read the snapshots from a "
-               "shared Redis (embedded mode keeps them inside the serving process)")
+        _error(
+            "--redis-url (or NAMESRV_REDIS_URL) is required: the Spark executors read the snapshots from a "
+            "shared Redis (embedded mode keeps them inside the serving process)"
+        )
         return EXIT_USAGE
     if args.weights and not Path(args.weights).is_file():
         _error(f"--weights: no such file: {args.weights}")

@@ -15,12 +15,40 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-TOPIC_FIELDS = ("topic", "cluster", "brokers", "writeQueues", "readQueues", "maxShare", "maxMeanRatio", "cv",
-                "gini", "flags")
+TOPIC_FIELDS = (
+    "topic",
+    "cluster",
+    "brokers",
+    "writeQueues",
+    "readQueues",
+    "maxShare",
+    "maxMeanRatio",
+    "cv",
+    "gini",
+    "flags",
+)
 BROKER_FIELDS = ("cluster", "brokerName", "writeQueues", "topics", "load", "share")
-CLUSTER_FIELDS = ("cluster", "brokers", "topics", "writeQueues", "load", "maxShare", "maxMeanRatio", "cv", "gini")
-WORSENING_FIELDS = ("topic", "cluster", "firstTakenAt", "firstMaxShare", "firstBrokers", "maxShare", "brokers",
-                    "delta")
+CLUSTER_FIELDS = (
+    "cluster",
+    "brokers",
+    "topics",
+    "writeQueues",
+    "load",
+    "maxShare",
+    "maxMeanRatio",
+    "cv",
+    "gini",
+)
+WORSENING_FIELDS = (
+    "topic",
+    "cluster",
+    "firstTakenAt",
+    "firstMaxShare",
+    "firstBrokers",
+    "maxShare",
+    "brokers",
+    "delta",
+)
 IMBALANCE_FIELDS = ("takenAt", "cluster", "brokers", "maxShare", "maxMeanRatio", "cv", "gini")
 
 FLAG_COLORS = {"SINGLE_BROKER": "#c0392b", "CONCENTRATED": "#e67e22", "UNWRITABLE": "#7f8c8d"}
@@ -53,7 +81,9 @@ def _plain(v: Any, digits: int = 6) -> Any:
 def records(pdf: pd.DataFrame, fields: Sequence[str], limit: int | None = None) -> list[dict[str, Any]]:
     cols = [f for f in fields if f in pdf.columns]
     part = pdf if limit is None else pdf.head(limit)
-    return [{c: _plain(v) for c, v in zip(cols, row, strict=True)} for row in part[cols].itertuples(index=False)]
+    return [
+        {c: _plain(v) for c, v in zip(cols, row, strict=True)} for row in part[cols].itertuples(index=False)
+    ]
 
 
 def rank_topics(topics: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +92,9 @@ def rank_topics(topics: pd.DataFrame) -> pd.DataFrame:
         return topics
     return topics.sort_values(
         ["maxShare", "gini", "writeQueues", "cluster", "topic"],
-        ascending=[False, False, False, True, True], na_position="last", kind="mergesort",
+        ascending=[False, False, False, True, True],
+        na_position="last",
+        kind="mergesort",
     ).reset_index(drop=True)
 
 
@@ -105,8 +137,11 @@ def build_summary(
     topics are capped at max_topics (0 = no cap) so the HTTP answer stays small — the tables hold all."""
     cap = None if max_topics <= 0 else max_topics
     generated = (generated_at or datetime.now(UTC)).isoformat(timespec="seconds").replace("+00:00", "Z")
-    wors = worsening.sort_values(["delta", "cluster", "topic"], ascending=[False, True, True]) \
-        if not worsening.empty else worsening
+    wors = (
+        worsening.sort_values(["delta", "cluster", "topic"], ascending=[False, True, True])
+        if not worsening.empty
+        else worsening
+    )
     series = sample_series(imbalance, max_series_points)
     series = series.sort_values(["cluster", "takenAt"]) if not series.empty else series
     return {
@@ -122,9 +157,12 @@ def build_summary(
         },
         "topics": records(topics, TOPIC_FIELDS, cap),
         "topicsTruncated": cap is not None and len(topics) > cap,
-        "brokers": records(brokers.sort_values(["cluster", "brokerName"]) if not brokers.empty else brokers,
-                           BROKER_FIELDS),
-        "clusters": records(clusters.sort_values("cluster") if not clusters.empty else clusters, CLUSTER_FIELDS),
+        "brokers": records(
+            brokers.sort_values(["cluster", "brokerName"]) if not brokers.empty else brokers, BROKER_FIELDS
+        ),
+        "clusters": records(
+            clusters.sort_values("cluster") if not clusters.empty else clusters, CLUSTER_FIELDS
+        ),
         "worsening": records(wors, WORSENING_FIELDS, cap),
         "worseningTruncated": cap is not None and len(worsening) > cap,
         "imbalance": records(series, IMBALANCE_FIELDS),
@@ -132,6 +170,7 @@ def build_summary(
 
 
 # --- charts
+
 
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
@@ -163,7 +202,9 @@ def chart_top_topics(topics: pd.DataFrame, threshold: float, k: int = 20) -> byt
     for fl in top["flags"]:
         fl = _plain(fl) or []
         colors.append(next((FLAG_COLORS[f] for f in FLAG_COLORS if f in fl), DEFAULT_COLOR))
-    labels = [f"{_label(c, t)} ({b})" for c, t, b in zip(top["cluster"], top["topic"], top["brokers"], strict=True)]
+    labels = [
+        f"{_label(c, t)} ({b})" for c, t, b in zip(top["cluster"], top["topic"], top["brokers"], strict=True)
+    ]
     ax.barh(labels, top["maxShare"], color=colors)
     ax.axvline(threshold, color="#333", linestyle="--", linewidth=1, label=f"concentrated > {threshold:g}")
     ax.set_xlim(0, 1.05)
@@ -183,21 +224,28 @@ def chart_broker_load(brokers: pd.DataFrame, max_clusters: int = 6, max_brokers:
     fig = Figure(figsize=(9, 2.8 * len(clusters)))
     for i, cluster in enumerate(clusters, start=1):
         ax = fig.add_subplot(len(clusters), 1, i)
-        b = brokers[brokers["cluster"] == cluster].fillna({"share": 0.0}) \
+        b = (
+            brokers[brokers["cluster"] == cluster]
+            .fillna({"share": 0.0})
             .sort_values(["share", "brokerName"], ascending=[False, True])
+        )
         n = len(b)
         b = b.head(max_brokers)
         ax.bar(b["brokerName"], b["share"], color=DEFAULT_COLOR)
         ax.axhline(1.0 / n, color="#c0392b", linestyle="--", linewidth=1, label=f"fair share 1/{n}")
         ax.set_ylabel("share of load")
-        ax.set_title(f"Broker load — cluster {cluster}" + (f" (top {max_brokers} of {n})" if n > max_brokers else ""))
+        ax.set_title(
+            f"Broker load — cluster {cluster}" + (f" (top {max_brokers} of {n})" if n > max_brokers else "")
+        )
         ax.tick_params(axis="x", labelrotation=60, labelsize=8)
         ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     return _png(fig)
 
 
-def chart_heatmap(shares: pd.DataFrame, topic_order: Sequence[tuple[str, str]], max_brokers: int = 30) -> bytes:
+def chart_heatmap(
+    shares: pd.DataFrame, topic_order: Sequence[tuple[str, str]], max_brokers: int = 30
+) -> bytes:
     """Broker x topic share matrix of the top topics (blank where the broker does not host the topic)."""
     fig = Figure(figsize=(9, 3))
     if shares.empty or not topic_order:
@@ -208,7 +256,8 @@ def chart_heatmap(shares: pd.DataFrame, topic_order: Sequence[tuple[str, str]], 
     load = s.groupby("brokerName")["share"].sum().sort_values(ascending=False)
     cols = list(load.index[:max_brokers])
     m = s.pivot_table(index="row", columns="brokerName", values="share", aggfunc="max").reindex(
-        index=rows, columns=cols)
+        index=rows, columns=cols
+    )
     fig = Figure(figsize=(max(6, 0.45 * len(cols) + 4), max(3, 0.32 * len(rows) + 1.5)))
     ax = fig.add_subplot()
     im = ax.imshow(m.to_numpy(dtype=float), aspect="auto", cmap="viridis", vmin=0, vmax=1)
@@ -292,20 +341,33 @@ def _img(png: bytes, alt: str) -> str:
 def render_html(summary: dict[str, Any], charts: dict[str, bytes], table_rows: int = 50) -> str:
     """One self-contained page: no external CSS, scripts or images."""
     w, t, p = summary["window"], summary["totals"], summary["params"]
-    cards = [("topics", t["topics"]), ("brokers", t["brokers"]), ("clusters", t["clusters"]),
-             ("worsening", t["worsening"])] + sorted(t["flags"].items())
+    cards = [
+        ("topics", t["topics"]),
+        ("brokers", t["brokers"]),
+        ("clusters", t["clusters"]),
+        ("worsening", t["worsening"]),
+    ] + sorted(t["flags"].items())
     cards_html = "".join(f'<div class="card"><b>{_fmt(v)}</b>{html.escape(k)}</div>' for k, v in cards)
     weights = p.get("weights") or "none (every topic weighs 1)"
     sections = [
-        ("Most skewed topics", "topTopics",
-         _table(summary["topics"][:table_rows], TOPIC_FIELDS, ("topic", "cluster"))),
-        ("Broker load per cluster", "brokerLoad",
-         _table(summary["brokers"], BROKER_FIELDS, ("cluster", "brokerName"))
-         + _table(summary["clusters"], CLUSTER_FIELDS, ("cluster",))),
+        (
+            "Most skewed topics",
+            "topTopics",
+            _table(summary["topics"][:table_rows], TOPIC_FIELDS, ("topic", "cluster")),
+        ),
+        (
+            "Broker load per cluster",
+            "brokerLoad",
+            _table(summary["brokers"], BROKER_FIELDS, ("cluster", "brokerName"))
+            + _table(summary["clusters"], CLUSTER_FIELDS, ("cluster",)),
+        ),
         ("Broker × topic shares (top topics)", "heatmap", ""),
-        ("Imbalance over time", "imbalance",
-         "<h3>Topics whose max share rose in the window</h3>"
-         + _table(summary["worsening"][:table_rows], WORSENING_FIELDS, ("topic", "cluster"))),
+        (
+            "Imbalance over time",
+            "imbalance",
+            "<h3>Topics whose max share rose in the window</h3>"
+            + _table(summary["worsening"][:table_rows], WORSENING_FIELDS, ("topic", "cluster")),
+        ),
     ]
     body = []
     for title, key, extra in sections:

@@ -43,27 +43,33 @@ SYSTEM_TOPICS = (
 )
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
-ROW_SCHEMA = StructType([
-    StructField("takenAt", LongType(), False),
-    StructField("cluster", StringType(), True),  # null only on a "part missing" marker row
-    StructField("brokerName", StringType(), True),
-    StructField("topic", StringType(), True),
-    StructField("readQueueNums", IntegerType(), True),
-    StructField("writeQueueNums", IntegerType(), True),
-    StructField("perm", IntegerType(), True),
-    StructField("topicSysFlag", IntegerType(), True),
-])
+ROW_SCHEMA = StructType(
+    [
+        StructField("takenAt", LongType(), False),
+        StructField("cluster", StringType(), True),  # null only on a "part missing" marker row
+        StructField("brokerName", StringType(), True),
+        StructField("topic", StringType(), True),
+        StructField("readQueueNums", IntegerType(), True),
+        StructField("writeQueueNums", IntegerType(), True),
+        StructField("perm", IntegerType(), True),
+        StructField("topicSysFlag", IntegerType(), True),
+    ]
+)
 
-BROKER_SCHEMA = StructType([
-    StructField("takenAt", LongType(), False),
-    StructField("cluster", StringType(), False),
-    StructField("brokerName", StringType(), False),
-])
+BROKER_SCHEMA = StructType(
+    [
+        StructField("takenAt", LongType(), False),
+        StructField("cluster", StringType(), False),
+        StructField("brokerName", StringType(), False),
+    ]
+)
 
-WEIGHT_SCHEMA = StructType([
-    StructField("topic", StringType(), False),
-    StructField("weight", DoubleType(), False),
-])
+WEIGHT_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("weight", DoubleType(), False),
+    ]
+)
 
 TOPIC_KEY = ("takenAt", "cluster", "topic")
 BROKER_KEY = ("takenAt", "cluster", "brokerName")
@@ -80,8 +86,9 @@ def drop_system_topics(rows: DataFrame, brokers: DataFrame | None = None) -> Dat
     (each broker registers one of each; they are single-broker by design and would drown the report)."""
     names = rows.select(F.col("cluster").alias("name")).union(rows.select(F.col("brokerName").alias("name")))
     if brokers is not None:
-        names = names.union(brokers.select(F.col("cluster").alias("name"))) \
-            .union(brokers.select(F.col("brokerName").alias("name")))
+        names = names.union(brokers.select(F.col("cluster").alias("name"))).union(
+            brokers.select(F.col("brokerName").alias("name"))
+        )
     names = names.distinct().withColumnRenamed("name", "topic")
     fixed = ~F.col("topic").isin(*SYSTEM_TOPICS) & ~F.col("topic").startswith(SYSTEM_TOPIC_PREFIX)
     return rows.filter(fixed).join(F.broadcast(names), "topic", "left_anti").select(*rows.columns)
@@ -103,8 +110,14 @@ def topic_broker_shares(rows: DataFrame) -> DataFrame:
             F.when(F.col("topicWriteQueues") > 0, F.col("writable") / F.col("topicWriteQueues")),
         )
         .select(
-            *TOPIC_KEY, "brokerName", "readQueueNums", "writeQueueNums", "perm",
-            "writable", "topicWriteQueues", "share",
+            *TOPIC_KEY,
+            "brokerName",
+            "readQueueNums",
+            "writeQueueNums",
+            "perm",
+            "writable",
+            "topicWriteQueues",
+            "share",
         )
     )
 
@@ -171,8 +184,9 @@ def broker_metrics(
     every topic weighs 1, with weights a topic the table lacks weighs `default_weight`. `brokers`
     (BROKER_SCHEMA) adds registered brokers that host no topic, with load 0."""
     if weights is not None:
-        shares = shares.join(F.broadcast(weights), "topic", "left") \
-            .withColumn("weight", F.coalesce(F.col("weight"), F.lit(float(default_weight))))
+        shares = shares.join(F.broadcast(weights), "topic", "left").withColumn(
+            "weight", F.coalesce(F.col("weight"), F.lit(float(default_weight)))
+        )
     else:
         shares = shares.withColumn("weight", F.lit(1.0))
     per_broker = shares.groupBy(*BROKER_KEY).agg(
@@ -181,8 +195,9 @@ def broker_metrics(
         F.sum(F.col("weight") * F.coalesce(F.col("share"), F.lit(0.0))).alias("load"),
     )
     if brokers is not None:
-        per_broker = per_broker.join(brokers.select(*BROKER_KEY).distinct(), list(BROKER_KEY), "full") \
-            .fillna({"writeQueues": 0, "topics": 0, "load": 0.0})
+        per_broker = per_broker.join(brokers.select(*BROKER_KEY).distinct(), list(BROKER_KEY), "full").fillna(
+            {"writeQueues": 0, "topics": 0, "load": 0.0}
+        )
     cluster_load = F.sum("load").over(Window.partitionBy("takenAt", "cluster"))
     return per_broker.withColumn("share", F.when(cluster_load > 0, F.col("load") / cluster_load))
 
@@ -216,18 +231,26 @@ def worsening(topics: DataFrame, latest_taken_at: int, epsilon: float = 1e-9) ->
         F.min_by("maxShare", "takenAt").alias("firstMaxShare"),
         F.min_by("brokers", "takenAt").alias("firstBrokers"),
     )
-    latest = topics.filter(F.col("takenAt") == F.lit(latest_taken_at)) \
-        .select("cluster", "topic", "maxShare", "brokers")
+    latest = topics.filter(F.col("takenAt") == F.lit(latest_taken_at)).select(
+        "cluster", "topic", "maxShare", "brokers"
+    )
     return (
         latest.join(first, ["cluster", "topic"])
         .filter(F.col("maxShare") > F.col("firstMaxShare") + F.lit(epsilon))
         .withColumn("delta", F.col("maxShare") - F.col("firstMaxShare"))
-        .select("cluster", "topic", "firstTakenAt", "firstMaxShare", "firstBrokers", "maxShare", "brokers",
-                "delta")
+        .select(
+            "cluster",
+            "topic",
+            "firstTakenAt",
+            "firstMaxShare",
+            "firstBrokers",
+            "maxShare",
+            "brokers",
+            "delta",
+        )
     )
 
 
 def at(df: DataFrame, taken_at: int) -> DataFrame:
     """The rows of one snapshot, without the takenAt column."""
     return df.filter(F.col("takenAt") == F.lit(taken_at)).drop("takenAt")
-

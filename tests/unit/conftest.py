@@ -1,0 +1,46 @@
+"""Handler-test fixtures: a real aiohttp server (aiohttp_client) over fakeredis, settings overridable."""
+
+from __future__ import annotations
+
+import fakeredis
+import pytest
+
+from service.app import create_app
+from service.config import load_settings
+
+ADMIN = "admin-token-123456"
+BROKER_A = "broker-a-token-123"
+BROKER_ANY = "broker-any-token-1"
+READ = "read-token-1234567"
+
+
+def master(cluster="C1", name="broker-a", bid=0, addr="10.0.0.1:10911", topics=None, **extra):
+    body = {"clusterName": cluster, "brokerName": name, "brokerId": bid, "brokerAddr": addr,
+            "haServerAddr": "10.0.0.1:10912", "dataVersion": {"timestamp": 1, "counter": 1, "stateVersion": 0},
+            "topicConfigTable": topics if topics is not None else {
+                "TopicA": {"readQueueNums": 8, "writeQueueNums": 8, "perm": 6, "topicSysFlag": 0}}}
+    body.update(extra)
+    return body
+
+
+@pytest.fixture
+def make_client(aiohttp_client):
+    async def make(**env):
+        settings = load_settings(env={f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
+        redis = fakeredis.FakeAsyncRedis(decode_responses=True)
+        app = create_app(settings, redis=redis, scheduler=False)
+        client = await aiohttp_client(app)
+        client.redis = redis
+        return client
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client):
+    return await make_client()
+
+
+@pytest.fixture
+async def secured(make_client):
+    return await make_client(admin_token=ADMIN, broker_tokens=f"C1:{BROKER_A},*:{BROKER_ANY}", read_token=READ)
