@@ -2,7 +2,7 @@
 `{bench}`), the job timed per size on a local Spark master; results in benchmarks/results/skew.json and
 a time-vs-rows plot in skew.png.
 
-    python -m benchmarks.skew_bench [--rows 1000000,10000000] [--quick] [--snapshots 4] [--master local[2]]
+    python -m benchmarks.skew_bench [--rows 1000000,10000000] [--quick] [--repeat 2] [--master local[2]]
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,10 +37,12 @@ PART_ROWS = 5000  # as service/snapshot.py
 CLUSTERS = ("bench-a", "bench-b")
 BROKERS_PER_CLUSTER = 12
 QUICK_ROWS = 20_000
+WARMUP_ROWS = 200_000  # enough for the JIT to settle; smaller warm-ups left the first size ~2x slow
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 # --- synthetic snapshots
+
 
 def topic_rows(idx: int, snap: int, seed: int = 7) -> list[list[Any]]:
     """The rows of topic #idx in snapshot #snap. Deterministic per topic; a few topics drift between
@@ -92,11 +95,27 @@ def write_snapshot(client: redis.Redis, taken_at: int, snap: int, rows_target: i
         if len(rows) >= PART_ROWS:
             flush()
     flush(final=True)
-    brokers = [{"cluster": c, "brokerName": f"{c}-{i:02d}", "brokerId": 0, "brokerAddr": f"10.1.{k}.{i}:10911",
-                "lastHeartbeat": taken_at} for k, c in enumerate(CLUSTERS) for i in range(BROKERS_PER_CLUSTER)]
-    pipe.hset(skew_io.manifest_key(PREFIX, snap_id), mapping={
-        "takenAt": taken_at, "parts": parts, "rows": n_rows, "bytes": size,
-        "brokers": zlib.compress(orjson.dumps(brokers))})
+    brokers = [
+        {
+            "cluster": c,
+            "brokerName": f"{c}-{i:02d}",
+            "brokerId": 0,
+            "brokerAddr": f"10.1.{k}.{i}:10911",
+            "lastHeartbeat": taken_at,
+        }
+        for k, c in enumerate(CLUSTERS)
+        for i in range(BROKERS_PER_CLUSTER)
+    ]
+    pipe.hset(
+        skew_io.manifest_key(PREFIX, snap_id),
+        mapping={
+            "takenAt": taken_at,
+            "parts": parts,
+            "rows": n_rows,
+            "bytes": size,
+            "brokers": zlib.compress(orjson.dumps(brokers)),
+        },
+    )
     pipe.zadd(skew_io.index_key(PREFIX), {snap_id: taken_at})
     pipe.execute()
     return n_rows, parts
@@ -112,12 +131,17 @@ def generate(client: redis.Redis, rows: int, snapshots: int) -> dict[str, Any]:
         n, p = write_snapshot(client, now - (snapshots - s) * 60_000, s, rows // snapshots)
         total += n
         parts += p
-    return {"rows": total, "snapshots": snapshots, "parts": parts,
-            "redisBytes": int(client.info("memory")["used_memory"]),
-            "generateSeconds": round(time.perf_counter() - t0, 2)}
+    return {
+        "rows": total,
+        "snapshots": snapshots,
+        "parts": parts,
+        "redisBytes": int(client.info("memory")["used_memory"]),
+        "generateSeconds": round(time.perf_counter() - t0, 2),
+    }
 
 
 # --- environment
+
 
 def _cmd(*argv: str) -> str:
     try:
@@ -134,14 +158,22 @@ def environment(master: str, conf: list[tuple[str, str]]) -> dict[str, Any]:
 
     cpu = "unknown"
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
     mem_gb = None
     try:
-        kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
-                      if line.startswith("MemTotal")))
+        kb = int(
+            next(
+                line.split()[1]
+                for line in Path("/proc/meminfo").read_text().splitlines()
+                if line.startswith("MemTotal")
+            )
+        )
         mem_gb = round(kb / 1024 / 1024, 1)
     except (OSError, StopIteration, ValueError):
         pass
@@ -167,6 +199,7 @@ def environment(master: str, conf: list[tuple[str, str]]) -> dict[str, Any]:
 
 # --- the run
 
+
 def job_args(url: str, out: Path, master: str, conf: list[tuple[str, str]]) -> argparse.Namespace:
     argv = ["--redis-url", url, "--prefix", PREFIX, "--since", "1h", "--out", str(out), "--master", master]
     for k, v in conf:
@@ -183,15 +216,22 @@ def plot(results: list[dict[str, Any]], env: dict[str, Any], path: Path) -> None
     ys = [r["jobSeconds"] for r in results]
     ax.plot(xs, ys, marker="o")
     for x, y, r in zip(xs, ys, results, strict=True):
-        ax.annotate(f"{y:.0f} s\n{r['rowsPerSecond']:,.0f} rows/s", (x, y), textcoords="offset points",
-                    xytext=(6, -18), fontsize=8)
+        ax.annotate(
+            f"{y:.0f} s\n{r['rowsPerSecond']:,.0f} rows/s",
+            (x, y),
+            textcoords="offset points",
+            xytext=(6, -18),
+            fontsize=8,
+        )
     if len(xs) > 1:
         ax.set_xscale("log")
         ax.set_yscale("log")
     ax.set_xlabel("snapshot rows in the window")
     ax.set_ylabel("job time (s)")
-    ax.set_title(f"namesrv skew-report, {env['spark']['master']}, {env['machine']['cpus']} CPUs "
-                 f"(git {env['git']})", fontsize=10)
+    ax.set_title(
+        f"namesrv skew-report, {env['spark']['master']}, {env['machine']['cpus']} CPUs (git {env['git']})",
+        fontsize=10,
+    )
     ax.grid(True, which="both", alpha=0.3)
     fig.savefig(path, dpi=100, bbox_inches="tight")
 
@@ -204,7 +244,9 @@ def run(
     conf: list[tuple[str, str]] | None = None,
     results_dir: Path = RESULTS,
     warmup: bool = True,
+    repeat: int = 1,
 ) -> dict[str, Any]:
+    """Time the job at each size (median of `repeat` runs; every run's time is kept) and write the results."""
     conf = list(conf or [])
     server = RedisServer().start()
     work = Path(tempfile.mkdtemp(prefix="skew-bench-"))
@@ -218,18 +260,29 @@ def run(
         env = environment(master, conf)
         env["sparkStartupSeconds"] = startup
         if warmup:  # JVM JIT, Python workers: not what a long run pays per report
-            generate(client, QUICK_ROWS, 2)
+            generate(client, WARMUP_ROWS, 2)
             job.run_once(spark, args)
         results = []
         for rows in sizes:
             gen = generate(client, rows, snapshots)
             log.info("generated %s", gen)
-            t0 = time.perf_counter()
-            outcome = job.run_once(spark, args)
-            seconds = time.perf_counter() - t0
-            result = {**gen, "jobSeconds": round(seconds, 2), "rowsPerSecond": round(gen["rows"] / seconds),
-                      "topicsLatest": outcome.summary["totals"]["topics"],
-                      "worsening": outcome.summary["totals"]["worsening"], "stages": outcome.stages}
+            load_before = os.getloadavg()[0]
+            times = []
+            for _ in range(max(1, repeat)):
+                t0 = time.perf_counter()
+                outcome = job.run_once(spark, args)
+                times.append(round(time.perf_counter() - t0, 2))
+            seconds = statistics.median(times)
+            result = {
+                **gen,
+                "jobSeconds": round(seconds, 2),
+                "jobSecondsAll": times,
+                "rowsPerSecond": round(gen["rows"] / seconds),
+                "loadAverage1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+                "topicsLatest": outcome.summary["totals"]["topics"],
+                "worsening": outcome.summary["totals"]["worsening"],
+                "stages": outcome.stages,
+            }
             log.info("result %s", result)
             results.append(result)
         client.close()
@@ -250,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", default="1000000", help="comma-separated total row counts (default 1000000)")
     p.add_argument("--quick", action="store_true", help=f"one tiny size ({QUICK_ROWS} rows), no warm-up")
     p.add_argument("--snapshots", type=int, default=4, help="snapshots the rows are spread over (default 4)")
+    p.add_argument("--repeat", type=int, default=1, help="timed runs per size; the median is reported")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--conf", type=job._conf, action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--results", type=Path, default=RESULTS, help="directory for skew.json and skew.png")
@@ -257,8 +311,15 @@ def main(argv: list[str] | None = None) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sizes = [QUICK_ROWS] if a.quick else [int(x.replace("_", "")) for x in a.rows.split(",") if x.strip()]
-    doc = run(sizes, snapshots=2 if a.quick else a.snapshots, master=a.master, conf=a.conf,
-              results_dir=a.results, warmup=not a.quick)
+    doc = run(
+        sizes,
+        snapshots=2 if a.quick else a.snapshots,
+        master=a.master,
+        conf=a.conf,
+        results_dir=a.results,
+        warmup=not a.quick,
+        repeat=a.repeat,
+    )
     for r in doc["results"]:
         print(f"{r['rows']:>12,} rows  {r['jobSeconds']:>8.1f} s  {r['rowsPerSecond']:>10,} rows/s")
     return 0

@@ -7,8 +7,10 @@
   ARGV:
     1 batch: at most this many due entries are examined (bounded work per call)
     2 now ms ("" = Redis TIME)
+    3 topic budget: stop early once the expired brokers' topics add up to this (bounds the block when
+      brokers carry many topics)
   Returns:
-    {more 0/1, {member, brokerName, ...}}  more = 1 when the batch was full (call again)
+    {more 0/1, {member, brokerName, ...}}  more = 1 when the batch or the budget ran out (call again)
   Side effects:
     Each due entry is re-checked against its live score (a broker that heartbeated a moment ago is
     kept and its deadline repaired, RocketMQ #11043); an expired one is unregistered as unregisterBroker
@@ -21,10 +23,17 @@ local rcall = redis.call
 
 local batch = tonumber(ARGV[1])
 local now = now_ms(ARGV[2])
+local budget = tonumber(ARGV[3] or "") or 20000
+local spent = 0
+local more = 0
 local due = rcall("ZRANGEBYSCORE", K.deadlines, "-inf", "(" .. now, "LIMIT", 0, batch)
 local ch = changes_new()
 local out = {}
-for _, member in ipairs(due) do
+for i, member in ipairs(due) do
+  if spent >= budget then
+    more = 1
+    break
+  end
   local kl = base .. "l:" .. member
   local last = rcall("ZSCORE", K.live, member)
   local timeout = tonumber(rcall("HGET", kl, "timeout") or "120000")
@@ -33,6 +42,8 @@ for _, member in ipairs(due) do
   else
     local cluster, addr = string.match(member, "^([^|]*)|(.*)$")
     local name = rcall("HGET", kl, "name")
+    if name then spent = spent + rcall("SCARD", base .. "bt:" .. name) end
+    spent = spent + 1
     drop_live(base, K, cluster, addr, ch, name)
     if name then remove_addr(base, K, cluster, name, addr, ch) end
     out[#out + 1] = member
@@ -40,4 +51,5 @@ for _, member in ipairs(due) do
   end
 end
 changes_publish(base, K.ver, ch)
-return { (#due == batch) and 1 or 0, out }
+if #due == batch then more = 1 end
+return { more, out }

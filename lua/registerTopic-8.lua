@@ -11,7 +11,7 @@
     {-3, brokerName}    BROKER_NOT_FOUND: a queue data names an unknown broker; nothing written
                         (Java may merge the ones before it; we refuse the whole call)
   Side effects:
-    topic hash, topic set, reverse index. Publishes the topic on {prefix}:changes.
+    topic hash, topic set, reverse index. Publishes the topic on {prefix}:changes unless nothing changed.
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -25,12 +25,18 @@ for b, r, w, p, s in string.gmatch(ARGV[2], "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%
 end
 if #rows == 0 then return { 0 } end
 local kt = base .. "t:" .. topic
+local changed = false
 for _, row in ipairs(rows) do
-  rcall("HSET", kt, row[1], row[2])
-  rcall("SADD", base .. "bt:" .. row[1], topic)
+  if rcall("HGET", kt, row[1]) ~= row[2] then
+    rcall("HSET", kt, row[1], row[2])
+    rcall("SADD", base .. "bt:" .. row[1], topic)
+    changed = true
+  end
 end
-rcall("SADD", K.topics, topic)
-local ch = changes_new()
-changes_add(ch, topic)
-changes_publish(base, K.ver, ch)
+if changed then
+  rcall("SADD", K.topics, topic)
+  local ch = changes_new()
+  changes_add(ch, topic)
+  changes_publish(base, K.ver, ch)
+end
 return { #rows }

@@ -1,6 +1,7 @@
 """Every Redis key of one registry, built from one prefix that is also the Redis Cluster hash tag.
 
-`lua/includes/keys.lua` derives the same names inside scripts; tests/lua/test_headers.py checks they agree.
+The scripts derive the same names from the base of KEYS[1] (`lua/includes/common.lua`, `routekeys.lua`);
+tests/lua/test_headers.py checks they agree.
 Schema and rationale: lua/README.md.
 """
 

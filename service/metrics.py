@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from bisect import bisect_left
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest  # noqa: I001
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -10,10 +14,8 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 class Metrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
-        self.requests = Counter("namesrv_http_requests_total", "HTTP requests", ["route", "method", "status"],
-                                registry=r)
-        self.latency = Histogram("namesrv_http_request_seconds", "HTTP request latency", ["route"],
-                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.http = RequestStats()
+        r.register(self.http)
         self.registrations = Counter("namesrv_broker_registrations_total", "broker registrations",
                                      ["result"], registry=r)
         self.heartbeats = Counter("namesrv_broker_heartbeats_total", "broker heartbeats", ["known"], registry=r)
@@ -32,5 +34,45 @@ class Metrics:
         self.cache_entries = Gauge("namesrv_route_cache_entries", "routes cached in this worker", registry=r)
         self.snapshots = Counter("namesrv_snapshots_total", "snapshots taken by this worker", registry=r)
 
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.http.observe(route, method, status, seconds)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class RequestStats:
+    """Request counts and latency histogram as plain ints, exposed by a custom collector.
+
+    prometheus_client's labelled Counter/Histogram take a lock and build label tuples on every call; on a
+    cached route read that was ~6% of the worker's CPU. One event loop per process needs no lock.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, int], int] = {}
+        self.buckets: dict[str, list[int]] = {}
+        self.sums: dict[str, float] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        b = self.buckets.get(route)
+        if b is None:
+            b = self.buckets[route] = [0] * (len(LATENCY_BUCKETS) + 1)
+            self.sums[route] = 0.0
+        b[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self.sums[route] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        c = CounterMetricFamily("namesrv_http_requests", "HTTP requests", labels=["route", "method", "status"])
+        for (route, method, status), n in sorted(self.counts.items()):
+            c.add_metric([route, method, str(status)], n)
+        yield c
+        h = HistogramMetricFamily("namesrv_http_request_seconds", "HTTP request latency", labels=["route"])
+        for route, b in sorted(self.buckets.items()):
+            cumulative, acc = [], 0
+            for bound, n in zip((*LATENCY_BUCKETS, float("inf")), b, strict=True):
+                acc += n
+                cumulative.append((str(bound) if bound != float("inf") else "+Inf", acc))
+            h.add_metric([route], cumulative, sum_value=self.sums[route])
+        yield h

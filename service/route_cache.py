@@ -44,13 +44,17 @@ class RouteCache:
     def fresh(self) -> bool:
         return self.enabled and (time.monotonic() - self._confirmed_at) < self.staleness
 
-    async def get(self, topic: str, fetch: Callable[[], Awaitable[tuple[int, bytes]]]) -> tuple[int, bytes]:
-        """(status, body) for a topic, from the cache when fresh; `fetch` reads Redis on a miss."""
-        if self.fresh:
+    def lookup(self, topic: str) -> tuple[int, bytes] | None:
+        """The synchronous fast path: a fresh cached reply, or None."""
+        if self.enabled and (time.monotonic() - self._confirmed_at) < self.staleness:
             hit = self._entries.get(topic)
             if hit is not None:
                 self.hits += 1
                 return hit
+        return None
+
+    async def fill(self, topic: str, fetch: Callable[[], Awaitable[tuple[int, bytes]]]) -> tuple[int, bytes]:
+        """Read through `fetch` and cache the reply unless an eviction raced with the read."""
         self.misses += 1
         epoch = self._epoch
         value = await fetch()
@@ -59,6 +63,11 @@ class RouteCache:
                 self._entries.clear()
             self._entries[topic] = value
         return value
+
+    async def get(self, topic: str, fetch: Callable[[], Awaitable[tuple[int, bytes]]]) -> tuple[int, bytes]:
+        """(status, body) for a topic, from the cache when fresh; `fetch` reads Redis on a miss."""
+        hit = self.lookup(topic)
+        return hit if hit is not None else await self.fill(topic, fetch)
 
     def __len__(self) -> int:
         return len(self._entries)

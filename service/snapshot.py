@@ -9,7 +9,6 @@ Reading pages through `snapshotChunk` keeps every Redis call short; writes are o
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 
 import orjson
@@ -20,11 +19,11 @@ log = logging.getLogger(__name__)
 ROWS_PER_PART = 5000
 
 
-async def take_snapshot(store: RouteStore, retention_s: int = 86_400, page: int = 500,
+async def take_snapshot(store: RouteStore, retention_s: int = 86_400, target_rows: int = 2000,
                         now_ms: int | None = None) -> str:
     """Write one snapshot and drop those older than the retention; returns the snapshot id."""
     r, k = store.redis, store.keys
-    taken_at = now_ms if now_ms is not None else int(time.time() * 1000)
+    taken_at = now_ms if now_ms is not None else await store.redis_time_ms()
     snap_id = str(taken_at)
     total_rows = total_bytes = parts = 0
     buf: list[list] = []
@@ -37,7 +36,7 @@ async def take_snapshot(store: RouteStore, retention_s: int = 86_400, page: int 
         total_bytes += len(blob)
         buf = []
 
-    async for rows in store.snapshot_pages(page):
+    async for rows in store.snapshot_pages(target_rows):
         for cluster, broker, topic, qd in rows:
             buf.append([cluster, broker, topic, qd.read_queue_nums, qd.write_queue_nums, qd.perm,
                         qd.topic_sys_flag])

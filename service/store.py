@@ -140,9 +140,10 @@ class RouteStore:
                                  ident.broker_addr)
         return int(res)
 
-    async def expire(self, batch: int = 100, now: int | None = None) -> ExpireResult:
-        """One bounded expiry pass; `more` says the batch was full and another call may find more."""
-        more, flat = await self._run("expireBrokers", batch, "" if now is None else now)
+    async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 20_000) -> ExpireResult:
+        """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics); `more` says
+        another call may find more."""
+        more, flat = await self._run("expireBrokers", batch, "" if now is None else now, topic_budget)
         expired = []
         for member, name in _pairs(flat):
             cluster, _, addr = member.partition("|")
@@ -309,16 +310,27 @@ class RouteStore:
 
     # ------------------------------------------------------------------ snapshots
 
-    async def snapshot_pages(self, page: int = 500) -> AsyncIterator[list[tuple[str, str, str, QueueData]]]:
-        """Yield (cluster, brokerName, topic, QueueData) rows in bounded pages (SSCAN inside a script)."""
-        cursor = "0"
+    async def snapshot_pages(self, target_rows: int = 2000) -> AsyncIterator[list[tuple[str, str, str, QueueData]]]:
+        """Yield (cluster, brokerName, topic, QueueData) rows in bounded pages (SSCAN inside a script).
+
+        The SSCAN COUNT adapts so a page holds about `target_rows` rows whatever the brokers per topic, which
+        keeps every call to a few ms of Redis time.
+        """
+        cursor, count = "0", 64
         while True:
-            cursor, flat = await self._run("snapshotChunk", cursor, page)
+            cursor, flat = await self._run("snapshotChunk", cursor, count)
             rows = []
             for i in range(0, len(flat), 4):
                 cluster, broker, topic, enc = flat[i:i + 4]
                 rows.append((cluster, broker, topic, QueueData.decode(broker, enc)))
             if rows:
+                per_topic = max(1.0, len(rows) / max(1, count))
+                count = max(1, min(10_000, int(target_rows / per_topic)))
                 yield rows
             if cursor == "0":
                 return
+
+    async def redis_time_ms(self) -> int:
+        """The one clock (DESIGN §2): Redis TIME in ms."""
+        sec, usec = await self.redis.time()
+        return int(sec) * 1000 + int(usec) // 1000

@@ -22,8 +22,9 @@ class Runtime:
 
     def __init__(self, settings: Settings) -> None:
         self._defaults = {n: settings.values[n] for n in RUNTIME_NAMES}
-        self.values: dict[str, Any] = dict(self._defaults)
+        self.values: dict[str, Any] = {}
         self.started = time.monotonic()
+        self.apply({})
 
     def apply(self, shared: dict[str, str]) -> None:
         merged = dict(self._defaults)
@@ -34,12 +35,7 @@ class Runtime:
                 except ConfigError as exc:
                     log.warning("ignoring shared config %s=%r: %s", name, raw, exc)
         self.values = merged
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["values"][name]
-        except KeyError:
-            raise AttributeError(name) from None
+        self.__dict__.update(merged)  # plain attributes: the route handler reads them on every request
 
 
 SETTINGS = web.AppKey("settings", Settings)

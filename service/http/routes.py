@@ -64,7 +64,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/metrics", ops.metrics, "open", "Prometheus metrics"),
 )
 
-ROLE_BY_HANDLER = {r.handler: r.role for r in ROUTES}
+ROUTE_INFO: dict[Any, tuple[str, str]] = {r.handler: (r.role, r.path) for r in ROUTES}  # handler -> (role, path)
 
 _TOPIC_CONFIG = {"type": "object", "properties": {
     "readQueueNums": {"type": "integer", "minimum": 0, "maximum": 65535},
@@ -147,4 +147,4 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get("/openapi.json", openapi_json)
 
 
-ROLE_BY_HANDLER[openapi_json] = "open"
+ROUTE_INFO[openapi_json] = ("open", "/openapi.json")

@@ -49,7 +49,18 @@ WORSENING_FIELDS = (
     "brokers",
     "delta",
 )
-IMBALANCE_FIELDS = ("takenAt", "cluster", "brokers", "maxShare", "maxMeanRatio", "cv", "gini")
+IMBALANCE_FIELDS = (
+    "takenAt",
+    "cluster",
+    "brokers",
+    "topics",
+    "writeQueues",
+    "load",
+    "maxShare",
+    "maxMeanRatio",
+    "cv",
+    "gini",
+)
 
 FLAG_COLORS = {"SINGLE_BROKER": "#c0392b", "CONCENTRATED": "#e67e22", "UNWRITABLE": "#7f8c8d"}
 DEFAULT_COLOR = "#2e86c1"
@@ -72,7 +83,7 @@ def _plain(v: Any, digits: int = 6) -> Any:
     if isinstance(v, list | tuple):
         return [_plain(x, digits) for x in v]
     if isinstance(v, float):
-        return None if math.isnan(v) or math.isinf(v) else round(v, digits)
+        return None if math.isnan(v) or math.isinf(v) else round(float(v), digits)
     if v is pd.NA or v is pd.NaT:
         return None
     return v

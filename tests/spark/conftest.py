@@ -75,7 +75,7 @@ def put_snapshot(
     """Write one snapshot as service/snapshot.py does (index ZSET, manifest HASH, zlib+orjson parts)."""
     snap_id = str(taken_at)
     base = f"{{{prefix}}}:snap:{snap_id}"
-    parts = [list(rows[i:i + part_rows]) for i in range(0, len(rows), part_rows)] or [[]]
+    parts = [list(rows[i : i + part_rows]) for i in range(0, len(rows), part_rows)] or [[]]
     size = 0
     pipe = client.pipeline(transaction=False)
     for i, part in enumerate(parts):
@@ -84,12 +84,25 @@ def put_snapshot(
         pipe.set(f"{base}:{i}", blob)
     if brokers is None:
         brokers = [
-            {"cluster": c, "brokerName": b, "brokerId": 0, "brokerAddr": f"10.0.0.{n}:10911",
-             "lastHeartbeat": taken_at}
+            {
+                "cluster": c,
+                "brokerName": b,
+                "brokerId": 0,
+                "brokerAddr": f"10.0.0.{n}:10911",
+                "lastHeartbeat": taken_at,
+            }
             for n, (c, b) in enumerate(sorted({(r[0], r[1]) for r in rows}))
         ]
-    pipe.hset(base, mapping={"takenAt": taken_at, "parts": len(parts), "rows": len(rows), "bytes": size,
-                             "brokers": zlib.compress(orjson.dumps(list(brokers)))})
+    pipe.hset(
+        base,
+        mapping={
+            "takenAt": taken_at,
+            "parts": len(parts),
+            "rows": len(rows),
+            "bytes": size,
+            "brokers": zlib.compress(orjson.dumps(list(brokers))),
+        },
+    )
     pipe.zadd(f"{{{prefix}}}:snaps", {snap_id: taken_at})
     pipe.execute()
     return snap_id

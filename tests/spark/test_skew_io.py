@@ -54,13 +54,20 @@ def test_list_snapshots_in_window_and_fetch_parts(client, prefix, redis_server):
     client.zadd(skew_io.index_key(prefix), {"2500": 2_500})  # indexed, manifest already gone: skipped
 
     snaps = skew_io.list_snapshots(client, prefix, 1_500, 3_000)
-    assert [(s.snap_id, s.taken_at, s.parts, s.rows) for s in snaps] == [("2000", 2000, 3, 7), ("3000", 3000, 1, 1)]
+    assert [(s.snap_id, s.taken_at, s.parts, s.rows) for s in snaps] == [
+        ("2000", 2000, 3, 7),
+        ("3000", 3000, 1, 1),
+    ]
     assert {b["brokerName"] for b in snaps[0].brokers} == {"b0", "b1", "b2"}
     assert skew_io.broker_rows(snaps[1:]) == [(3000, "c1", "b0")]
 
     specs = skew_io.part_specs(prefix, snaps)
-    assert specs == [(2000, f"{{{prefix}}}:snap:2000:0"), (2000, f"{{{prefix}}}:snap:2000:1"),
-                     (2000, f"{{{prefix}}}:snap:2000:2"), (3000, f"{{{prefix}}}:snap:3000:0")]
+    assert specs == [
+        (2000, f"{{{prefix}}}:snap:2000:0"),
+        (2000, f"{{{prefix}}}:snap:2000:1"),
+        (2000, f"{{{prefix}}}:snap:2000:2"),
+        (3000, f"{{{prefix}}}:snap:3000:0"),
+    ]
 
     fetch = skew_io.PartFetcher(skew_io.RedisSpec(redis_server.url), batch=2)
     got = list(fetch(iter(specs)))
@@ -82,8 +89,13 @@ def test_store_summary(client, prefix):
 
 
 def test_manifest_brokers_blob_is_zlib_orjson():
-    raw = {b"takenAt": b"5", b"parts": b"2", b"rows": b"9", b"bytes": b"100",
-           b"brokers": zlib.compress(orjson.dumps([{"cluster": "c", "brokerName": "b"}]))}
+    raw = {
+        b"takenAt": b"5",
+        b"parts": b"2",
+        b"rows": b"9",
+        b"bytes": b"100",
+        b"brokers": zlib.compress(orjson.dumps([{"cluster": "c", "brokerName": "b"}])),
+    }
     info = skew_io._decode_manifest("5", raw)
     assert (info.taken_at, info.parts, info.rows, info.bytes) == (5, 2, 9, 100)
     assert info.brokers == [{"cluster": "c", "brokerName": "b"}]
@@ -104,14 +116,17 @@ def test_load_weights_json_and_csv(tmp_path):
     assert skew_io.load_weights(headerless) == {"Orders": 3.0}
 
 
-@pytest.mark.parametrize("name,text,match", [
-    ("a.json", "[1, 2]", "expected a JSON object"),
-    ("b.json", "{not json", "not valid JSON"),
-    ("c.json", '{"T": -1}', "finite number >= 0"),
-    ("d.json", '{"T": "lots"}', "not a number"),
-    ("e.csv", "topic,weight\nT\n", "expected 'topic,weight'"),
-    ("f.csv", "topic,weight\nT,nan\n", "finite number >= 0"),
-])
+@pytest.mark.parametrize(
+    "name,text,match",
+    [
+        ("a.json", "[1, 2]", "expected a JSON object"),
+        ("b.json", "{not json", "not valid JSON"),
+        ("c.json", '{"T": -1}', "finite number >= 0"),
+        ("d.json", '{"T": "lots"}', "not a number"),
+        ("e.csv", "topic,weight\nT\n", "expected 'topic,weight'"),
+        ("f.csv", "topic,weight\nT,nan\n", "finite number >= 0"),
+    ],
+)
 def test_load_weights_rejects_bad_files(tmp_path, name, text, match):
     p = tmp_path / name
     p.write_text(text)

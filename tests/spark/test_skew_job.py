@@ -1,4 +1,4 @@
-"""The job's wiring: arguments, exit codes, the schedule loop, and one full run over hand-written snapshots."""
+"""The job's wiring: arguments, exit codes, the schedule loop, one full run over hand-written snapshots."""
 
 from __future__ import annotations
 
@@ -26,17 +26,26 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_defaults_and_durations():
     a = parse("--redis-url", "redis://h:1/0", "--since", "2h", "--every", "10m")
-    assert (a.since, a.every, a.prefix, a.concentrated_share, a.master, a.weights) == (7200, 600, "nsrv", 0.5, None,
-                                                                                        None)
+    assert (a.since, a.every, a.prefix, a.concentrated_share, a.master, a.weights) == (
+        7200,
+        600,
+        "nsrv",
+        0.5,
+        None,
+        None,
+    )
     assert parse("--redis-url", "x").since == 86400 and parse("--redis-url", "x").every is None
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--since", "yesterday"], "bad duration"),
-    (["--every", "0s"], "must be positive"),
-    (["--concentrated-share", "1.5"], "between 0 and 1"),
-    (["--conf", "nokey"], "KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--since", "yesterday"], "bad duration"),
+        (["--every", "0s"], "must be positive"),
+        (["--concentrated-share", "1.5"], "between 0 and 1"),
+        (["--conf", "nokey"], "KEY=VALUE"),
+    ],
+)
 def test_bad_arguments_are_argparse_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         parse(*argv)
@@ -92,6 +101,15 @@ def test_schedule_skips_missed_ticks():
     assert sleeps == [5.0]  # next tick at 30, not 10 or 20
 
 
+def test_unreachable_redis_exits_1_before_starting_spark(capsys):
+    from tests.redis_server import free_port
+
+    rc = job.main(["--redis-url", f"redis://:secret@127.0.0.1:{free_port()}/0", "--out", "unused"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "Redis at redis://:***@127.0.0.1:" in err and "secret" not in err
+
+
 @pytest.fixture
 def client(redis_server):
     c = redis.Redis.from_url(redis_server.url)
@@ -100,11 +118,13 @@ def client(redis_server):
 
 
 @pytest.mark.redis
-def test_no_snapshot_in_window_exits_2_and_says_what_to_do(spark, redis_server, client, tmp_path, capsys):
+def test_no_snapshot_in_window_exits_2_and_says_what_to_do(redis_server, client, tmp_path, capsys):
     prefix = "empty" + uuid.uuid4().hex[:8]
     now = skew_io.redis_now_ms(client)
     put_snapshot(client, prefix, now - 3 * 3600 * 1000, [["c", "b", "T", 1, 1, 6, 0]])  # outside a 1h window
-    rc = job.main(["--redis-url", redis_server.url, "--prefix", prefix, "--since", "1h", "--out", str(tmp_path)])
+    rc = job.main(
+        ["--redis-url", redis_server.url, "--prefix", prefix, "--since", "1h", "--out", str(tmp_path)]
+    )
     assert rc == 2
     err = capsys.readouterr().err
     assert "no snapshots in the last 1h" in err and "namesrv snapshot" in err
@@ -117,29 +137,59 @@ def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_p
     prefix = "job" + uuid.uuid4().hex[:8]
     now = skew_io.redis_now_ms(client)
     first = [
-        ["c1", "b1", "Orders", 4, 4, 6, 0], ["c1", "b2", "Orders", 4, 4, 6, 0],
-        ["c1", "b1", "c1", 16, 16, 7, 0], ["c1", "b1", "TBW102", 8, 8, 7, 0],  # system topics: left out
+        ["c1", "b1", "Orders", 4, 4, 6, 0],
+        ["c1", "b2", "Orders", 4, 4, 6, 0],
+        ["c1", "b1", "c1", 16, 16, 7, 0],
+        ["c1", "b1", "TBW102", 8, 8, 7, 0],  # system topics: left out
     ]
     latest = [
-        ["c1", "b1", "Orders", 9, 9, 6, 0], ["c1", "b2", "Orders", 1, 1, 6, 0],  # 0.5 -> 0.9
+        ["c1", "b1", "Orders", 9, 9, 6, 0],
+        ["c1", "b2", "Orders", 1, 1, 6, 0],  # 0.5 -> 0.9
         ["c1", "b1", "Solo", 4, 4, 6, 0],
-        ["c1", "b1", "Even", 4, 4, 6, 0], ["c1", "b2", "Even", 4, 4, 6, 0],
-        ["c1", "b1", "c1", 16, 16, 7, 0], ["c1", "b1", "TBW102", 8, 8, 7, 0],
+        ["c1", "b1", "Even", 4, 4, 6, 0],
+        ["c1", "b2", "Even", 4, 4, 6, 0],
+        ["c1", "b1", "c1", 16, 16, 7, 0],
+        ["c1", "b1", "TBW102", 8, 8, 7, 0],
     ]
-    idle = {"cluster": "c1", "brokerName": "b3", "brokerId": 0, "brokerAddr": "10.0.0.9:10911",
-            "lastHeartbeat": now}
+    idle = {
+        "cluster": "c1",
+        "brokerName": "b3",
+        "brokerId": 0,
+        "brokerAddr": "10.0.0.9:10911",
+        "lastHeartbeat": now,
+    }
     put_snapshot(client, prefix, now - 600_000, first)
     put_snapshot(client, prefix, now - 300_000, first, part_rows=2)
     client.delete(f"{{{prefix}}}:snap:{now - 300_000}:1")
-    brokers = [{"cluster": "c1", "brokerName": b, "brokerId": 0, "brokerAddr": f"10.0.0.{i}:10911",
-                "lastHeartbeat": now} for i, b in enumerate(("b1", "b2"))] + [idle]
+    brokers = [
+        {
+            "cluster": "c1",
+            "brokerName": b,
+            "brokerId": 0,
+            "brokerAddr": f"10.0.0.{i}:10911",
+            "lastHeartbeat": now,
+        }
+        for i, b in enumerate(("b1", "b2"))
+    ] + [idle]
     put_snapshot(client, prefix, now - 1_000, latest, brokers=brokers, part_rows=3)
     weights = tmp_path / "weights.csv"
     weights.write_text("topic,weight\nOrders,10\nSolo,2\n")  # Even: unlisted, weighs 0
     out = tmp_path / "out"
 
-    rc = job.main(["--redis-url", redis_server.url, "--prefix", prefix, "--since", "1h", "--out", str(out),
-                   "--weights", str(weights)])
+    rc = job.main(
+        [
+            "--redis-url",
+            redis_server.url,
+            "--prefix",
+            prefix,
+            "--since",
+            "1h",
+            "--out",
+            str(out),
+            "--weights",
+            str(weights),
+        ]
+    )
     assert rc == 0
 
     summary = orjson.loads((out / "summary.json").read_bytes())
@@ -156,23 +206,39 @@ def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_p
     assert topics["Orders"]["flags"] == ["CONCENTRATED"]
     assert topics["Solo"]["flags"] == ["SINGLE_BROKER"]
     assert topics["Even"]["flags"] == [] and topics["Even"]["gini"] == 0
-    assert {"topic", "cluster", "brokers", "writeQueues", "maxShare", "maxMeanRatio", "cv", "gini",
-            "flags"} <= topics["Orders"].keys()
+    assert {
+        "topic",
+        "cluster",
+        "brokers",
+        "writeQueues",
+        "maxShare",
+        "maxMeanRatio",
+        "cv",
+        "gini",
+        "flags",
+    } <= topics["Orders"].keys()
 
     # load: b1 = 10*0.9 + 2*1 + 0*0.5 = 11, b2 = 10*0.1 = 1, b3 = 0 (registered, no topics) -> 11/12, 1/12, 0
     brokers_out = {b["brokerName"]: b for b in summary["brokers"]}
     assert brokers_out["b1"]["share"] == approx6(11 / 12)
     assert brokers_out["b2"]["share"] == approx6(1 / 12)
-    assert (brokers_out["b3"]["share"], brokers_out["b3"]["topics"], brokers_out["b3"]["writeQueues"]) == (0, 0, 0)
+    assert (brokers_out["b3"]["share"], brokers_out["b3"]["topics"], brokers_out["b3"]["writeQueues"]) == (
+        0,
+        0,
+        0,
+    )
     assert (brokers_out["b1"]["writeQueues"], brokers_out["b1"]["topics"]) == (9 + 4 + 4, 3)
     (cluster,) = summary["clusters"]
     assert (cluster["cluster"], cluster["brokers"], cluster["topics"]) == ("c1", 3, 3)
     assert cluster["maxMeanRatio"] == approx6((11 / 12) / (1 / 3))
 
     assert [(x["topic"], x["firstMaxShare"], x["maxShare"]) for x in summary["worsening"]] == [
-        ("Orders", approx6(0.5), approx6(0.9))]
-    assert [(p["takenAt"], p["cluster"]) for p in summary["imbalance"]] == [(now - 600_000, "c1"),
-                                                                           (now - 1_000, "c1")]
+        ("Orders", approx6(0.5), approx6(0.9))
+    ]
+    assert [(p["takenAt"], p["cluster"]) for p in summary["imbalance"]] == [
+        (now - 600_000, "c1"),
+        (now - 1_000, "c1"),
+    ]
 
     for name in ("topics", "brokers", "clusters", "worsening", "imbalance"):
         assert (out / f"{name}.csv").is_file()

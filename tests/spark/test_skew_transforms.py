@@ -63,7 +63,8 @@ def test_shares_are_each_brokers_part_of_the_writable_write_queues(shares):
 def test_topic_metrics(shares):
     t = by_key(T.topic_metrics(shares), "cluster", "topic")
     a = t[("c1", "A")]
-    # x = [6, 2]: mean 4, max/mean 1.5, population std 2 -> CV 0.5, Gini = (|6-2|+|2-6|) / (2 * 2^2 * 4) = 0.25
+    # x = [6, 2]: mean 4, max/mean 1.5, population std 2 -> CV 0.5,
+    # Gini = (|6-2| + |2-6|) / (2 * 2^2 * 4) = 0.25
     assert (a["brokers"], a["writeQueues"], a["readQueues"]) == (2, 8, 8)
     assert a["maxShare"] == pytest.approx(0.75)
     assert a["maxMeanRatio"] == pytest.approx(1.5)
@@ -74,12 +75,20 @@ def test_topic_metrics(shares):
     b = t[("c1", "B")]
     assert (b["brokers"], b["writeQueues"]) == (3, 12)
     assert b["maxShare"] == pytest.approx(1 / 3)
-    assert (b["maxMeanRatio"], b["cv"], b["gini"]) == (pytest.approx(1.0), pytest.approx(0.0), pytest.approx(0.0))
+    assert (b["maxMeanRatio"], b["cv"], b["gini"]) == (
+        pytest.approx(1.0),
+        pytest.approx(0.0),
+        pytest.approx(0.0),
+    )
     assert b["flags"] == []
 
     c = t[("c1", "C")]
     assert (c["brokers"], c["writeQueues"], c["maxShare"]) == (1, 8, 1.0)
-    assert (c["maxMeanRatio"], c["cv"], c["gini"]) == (pytest.approx(1.0), pytest.approx(0.0), pytest.approx(0.0))
+    assert (c["maxMeanRatio"], c["cv"], c["gini"]) == (
+        pytest.approx(1.0),
+        pytest.approx(0.0),
+        pytest.approx(0.0),
+    )
     assert c["flags"] == ["SINGLE_BROKER"]
 
     d = t[("c1", "D")]
@@ -120,7 +129,8 @@ def test_single_broker_unwritable_topic_has_both_flags(spark):
 def known_brokers(spark):
     # b4 is registered but hosts no topic: it still counts in its cluster, with load 0
     return spark.createDataFrame(
-        [(1, "c1", "b1"), (1, "c1", "b2"), (1, "c1", "b3"), (1, "c1", "b4"), (1, "c2", "x1")], T.BROKER_SCHEMA)
+        [(1, "c1", "b1"), (1, "c1", "b2"), (1, "c1", "b3"), (1, "c1", "b4"), (1, "c2", "x1")], T.BROKER_SCHEMA
+    )
 
 
 def test_broker_load_is_the_sum_of_its_topic_shares(shares, known_brokers):
@@ -174,54 +184,77 @@ def test_cluster_imbalance_over_broker_loads(shares, known_brokers):
 
 
 def test_worsening_compares_latest_with_first_appearance(spark):
-    rows = spark.createDataFrame([
-        # P: 0.5 -> 0.75 -> 0.5: back where it started, not worsening
-        (1, "c", "b1", "P", 4, 4, 6, 0), (1, "c", "b2", "P", 4, 4, 6, 0),
-        (2, "c", "b1", "P", 6, 6, 6, 0), (2, "c", "b2", "P", 2, 2, 6, 0),
-        (3, "c", "b1", "P", 4, 4, 6, 0), (3, "c", "b2", "P", 4, 4, 6, 0),
-        # Q: appears at t=2 at 0.5, latest 0.8 -> worsening by 0.3
-        (2, "c", "b1", "Q", 4, 4, 6, 0), (2, "c", "b2", "Q", 4, 4, 6, 0),
-        (3, "c", "b1", "Q", 8, 8, 6, 0), (3, "c", "b2", "Q", 2, 2, 6, 0),
-        # R: 0.8 -> 0.5, improved
-        (1, "c", "b1", "R", 8, 8, 6, 0), (1, "c", "b2", "R", 2, 2, 6, 0),
-        (3, "c", "b1", "R", 5, 5, 6, 0), (3, "c", "b2", "R", 5, 5, 6, 0),
-        # S: 0.5 -> 1.0 but gone from the latest snapshot
-        (1, "c", "b1", "S", 4, 4, 6, 0), (1, "c", "b2", "S", 4, 4, 6, 0),
-        (2, "c", "b1", "S", 4, 4, 6, 0),
-        # U: new in the latest snapshot on one broker: nothing to compare with
-        (3, "c", "b1", "U", 4, 4, 6, 0),
-    ], T.ROW_SCHEMA)
+    rows = spark.createDataFrame(
+        [
+            # P: 0.5 -> 0.75 -> 0.5: back where it started, not worsening
+            (1, "c", "b1", "P", 4, 4, 6, 0),
+            (1, "c", "b2", "P", 4, 4, 6, 0),
+            (2, "c", "b1", "P", 6, 6, 6, 0),
+            (2, "c", "b2", "P", 2, 2, 6, 0),
+            (3, "c", "b1", "P", 4, 4, 6, 0),
+            (3, "c", "b2", "P", 4, 4, 6, 0),
+            # Q: appears at t=2 at 0.5, latest 0.8 -> worsening by 0.3
+            (2, "c", "b1", "Q", 4, 4, 6, 0),
+            (2, "c", "b2", "Q", 4, 4, 6, 0),
+            (3, "c", "b1", "Q", 8, 8, 6, 0),
+            (3, "c", "b2", "Q", 2, 2, 6, 0),
+            # R: 0.8 -> 0.5, improved
+            (1, "c", "b1", "R", 8, 8, 6, 0),
+            (1, "c", "b2", "R", 2, 2, 6, 0),
+            (3, "c", "b1", "R", 5, 5, 6, 0),
+            (3, "c", "b2", "R", 5, 5, 6, 0),
+            # S: 0.5 -> 1.0 but gone from the latest snapshot
+            (1, "c", "b1", "S", 4, 4, 6, 0),
+            (1, "c", "b2", "S", 4, 4, 6, 0),
+            (2, "c", "b1", "S", 4, 4, 6, 0),
+            # U: new in the latest snapshot on one broker: nothing to compare with
+            (3, "c", "b1", "U", 4, 4, 6, 0),
+        ],
+        T.ROW_SCHEMA,
+    )
     topics = T.topic_metrics(T.topic_broker_shares(rows))
     got = [r.asDict() for r in T.worsening(topics, latest_taken_at=3).collect()]
     assert len(got) == 1
     q = got[0]
-    assert (q["cluster"], q["topic"], q["firstTakenAt"], q["firstBrokers"], q["brokers"]) == ("c", "Q", 2, 2, 2)
+    assert (q["cluster"], q["topic"], q["firstTakenAt"], q["firstBrokers"], q["brokers"]) == (
+        "c",
+        "Q",
+        2,
+        2,
+        2,
+    )
     assert q["firstMaxShare"] == pytest.approx(0.5)
     assert q["maxShare"] == pytest.approx(0.8)
     assert q["delta"] == pytest.approx(0.3)
 
 
 def test_complete_rows_drops_snapshots_with_a_missing_part(spark):
-    rows = spark.createDataFrame([
-        (1, "c", "b1", "T", 4, 4, 6, 0),
-        (2, "c", "b1", "T", 4, 4, 6, 0),
-        (2, None, None, None, None, None, None, None),  # marker: a part of snapshot 2 was gone
-        (3, "c", "b1", "T", 4, 4, 6, 0),
-    ], T.ROW_SCHEMA)
+    rows = spark.createDataFrame(
+        [
+            (1, "c", "b1", "T", 4, 4, 6, 0),
+            (2, "c", "b1", "T", 4, 4, 6, 0),
+            (2, None, None, None, None, None, None, None),  # marker: a part of snapshot 2 was gone
+            (3, "c", "b1", "T", 4, 4, 6, 0),
+        ],
+        T.ROW_SCHEMA,
+    )
     assert sorted(r.takenAt for r in T.complete_rows(rows).collect()) == [1, 3]
 
 
 def test_drop_system_topics(spark):
-    rows = spark.createDataFrame([
-        (1, "c1", "b1", "Orders", 4, 4, 6, 0),
-        (1, "c1", "b1", "%RETRY%group", 1, 1, 6, 0),
-        (1, "c1", "b1", "TBW102", 8, 8, 7, 0),
-        (1, "c1", "b1", "SCHEDULE_TOPIC_XXXX", 18, 18, 6, 0),
-        (1, "c1", "b1", "rmq_sys_wheel_timer", 1, 1, 6, 0),
-        (1, "c1", "b1", "c1", 16, 16, 7, 0),   # the cluster-name topic
-        (1, "c1", "b1", "b1", 1, 1, 7, 0),     # the broker-name topic
-        (1, "c1", "b1", "b9", 1, 1, 7, 0),     # named after a broker only the manifest knows
-    ], T.ROW_SCHEMA)
+    rows = spark.createDataFrame(
+        [
+            (1, "c1", "b1", "Orders", 4, 4, 6, 0),
+            (1, "c1", "b1", "%RETRY%group", 1, 1, 6, 0),
+            (1, "c1", "b1", "TBW102", 8, 8, 7, 0),
+            (1, "c1", "b1", "SCHEDULE_TOPIC_XXXX", 18, 18, 6, 0),
+            (1, "c1", "b1", "rmq_sys_wheel_timer", 1, 1, 6, 0),
+            (1, "c1", "b1", "c1", 16, 16, 7, 0),  # the cluster-name topic
+            (1, "c1", "b1", "b1", 1, 1, 7, 0),  # the broker-name topic
+            (1, "c1", "b1", "b9", 1, 1, 7, 0),  # named after a broker only the manifest knows
+        ],
+        T.ROW_SCHEMA,
+    )
     brokers = spark.createDataFrame([(1, "c1", "b1"), (1, "c1", "b9")], T.BROKER_SCHEMA)
     kept = sorted(r.topic for r in T.drop_system_topics(rows, brokers).collect())
     assert kept == ["%RETRY%group", "Orders"]

@@ -1,0 +1,47 @@
+"""The store benchmark at tiny size, so it does not rot: it runs end to end and writes well-formed results."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from benchmarks import store_bench
+from benchmarks.harness import markdown_table, percentile, percentiles, summarize
+from tests.conftest import need
+
+pytestmark = pytest.mark.redis
+
+
+def test_percentiles():
+    assert percentile([3, 1, 2, 4], 50) == 2.5
+    assert percentile([1, 2, 3, 4, 5], 99) == pytest.approx(4.96)
+    assert summarize([5, 1, 3]) == {"n": 3, "mean": 3.0, "p50": 3, "p95": 4.8, "p99": 4.96,
+                                    "min": 1, "max": 5}
+    assert percentiles([1, 2, 3], suffix="_ms")["p50_ms"] == 2
+
+
+def test_store_bench_tiny(tmp_path, capsys):
+    need("redis-server")
+    out = tmp_path / "store.json"
+    doc = store_bench.main(["--tiny", "--out", str(out)])
+    saved = orjson.loads(out.read_bytes())
+    assert saved == orjson.loads(orjson.dumps(doc))
+    assert saved["benchmark"] == "store" and saved["git"]["sha"] and saved["machine"]["cpu_count"]
+    assert saved["params"] == {"mode": "tiny", "topics": [20], "brokers": 60, "expired": [0, 5], "batch": 4,
+                               "repeat": 2, "warmup": 1, "wide": [2, 20], "topics_per_broker": 5}
+    assert saved["versions"]["redis-server"] and saved["versions"]["redis-py"]
+    cases = [r["case"] for r in saved["results"]]
+    assert cases == ["register, 20 topics, all changed", "register, 20 topics, data version unchanged",
+                     "expiry scan, 60 live, none due", "expiry, 60 live, 5 due (batch 4)",
+                     "expiry, 2 due × 20 topics each (batch 4)"]
+    for r in saved["results"]:
+        assert r["redis_ms_per_op"]["n"] == r["repeat"] >= 2
+        assert 0 < r["redis_ms_per_op"]["p50"] <= r["client_ms_per_op"]["max"]
+        assert r["longest_block_ms"] >= r["redis_ms_per_call"]["p50"] > 0
+        assert r["commandstats_evalsha_usec_per_call"] > 0
+    # 5 due in batches of 4: a full call, a partial one
+    assert saved["results"][3]["script_calls_per_op"] == 2
+    assert "target_ms" not in saved["results"][0]  # the 10 ms target is for 1 000 topics only
+    table = capsys.readouterr().out
+    assert "| register, 20 topics, all changed | 2 | 1 |" in table
+    assert markdown_table(saved["results"]).count("\n") == len(cases) + 1

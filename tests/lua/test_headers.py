@@ -1,0 +1,363 @@
+"""Static checks of lua/: headers, key counts, key derivations that agree with service/keys.py, house rules.
+
+- every script has the header block (KEYS:, ARGV:, Returns:, Side effects:) and a key count that agrees with
+  its file name, with RouteStore's KEYS list and with the KEYS it indexes;
+- every `base .. "x:"` derivation in Lua is a builder of service/keys.py (statically, and by checking that the
+  keys the scripts actually write are the ones the Python builders name);
+- no `cmsgpack`, no blocking `KEYS` command, no literal key names, no globals (a small Lua scanner below).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from importlib import resources
+from pathlib import Path
+
+import fakeredis
+import pytest
+
+from service import store as store_module
+from service.keys import ORDER_TOPIC_CONFIG, Keys
+from service.models import RegisterBroker, TopicConfig
+from service.scripts import HEADER_WORDS, ScriptError, check_header, load_all, resolve_includes
+from service.store import RouteStore
+
+LUA = resources.files("service.lua")
+SCRIPT_FILES = sorted(p.name for p in LUA.iterdir() if p.name.endswith(".lua"))
+INCLUDE_FILES = sorted("includes/" + p.name for p in LUA.joinpath("includes").iterdir()
+                       if p.name.endswith(".lua"))
+ALL_FILES = SCRIPT_FILES + INCLUDE_FILES
+
+
+def source(rel: str) -> str:
+    return LUA.joinpath(rel).read_text(encoding="utf-8")
+
+
+def test_there_are_scripts():
+    assert len(SCRIPT_FILES) >= 15 and "registerBroker-8.lua" in SCRIPT_FILES
+    assert {"includes/common.lua", "includes/brokers.lua"} <= set(INCLUDE_FILES)
+
+
+# ---------------------------------------------------------------- headers and key counts
+
+@pytest.mark.parametrize("name", SCRIPT_FILES)
+def test_header_block(name):
+    src = source(name)
+    check_header(name, src)  # raises ScriptError
+    header = src.split("]]", 1)[0]
+    assert src.startswith("--[[")
+    for word in HEADER_WORDS:
+        assert word in header, f"{name}: no {word}"
+    # the summary line says what the script does, before KEYS:
+    summary = header[4:header.index("KEYS:")].strip()
+    assert len(summary) > 20, f"{name}: header has no summary"
+
+
+@pytest.mark.parametrize("name", SCRIPT_FILES)
+def test_key_count_agrees_with_name(name):
+    m = re.fullmatch(r"([a-zA-Z]+)-(\d+)\.lua", name)
+    assert m, name
+    nkeys = int(m.group(2))
+    resolved = resolve_includes(source(name))
+    used = {int(k) for k in re.findall(r"KEYS\[(\d+)\]", resolved)}
+    assert used == set(range(1, nkeys + 1)), f"{name}: uses KEYS{sorted(used)}, named for {nkeys}"
+    script = load_all()[m.group(1)]
+    assert script.num_keys == nkeys
+    assert "@include" not in script.source
+    assert len(RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True))._route_keys) == nkeys
+
+
+def test_header_documents_every_argv():
+    """An ARGV index used in the body appears in the header's ARGV section (or the header says 'pairs')."""
+    for name in SCRIPT_FILES:
+        src = source(name)
+        header, body = src.split("]]", 1)
+        argv_doc = header[header.index("ARGV:"):header.index("Returns:")]
+        used = {int(i) for i in re.findall(r"ARGV\[(\d+)\]", body)}
+        documented = {int(i) for i in re.findall(r"(?<![\w.])(\d+) ", argv_doc)}
+        if "pairs" in argv_doc or "1.." in argv_doc:
+            continue
+        assert used <= documented, f"{name}: ARGV {sorted(used - documented)} not in the header"
+
+
+def test_every_script_is_used_by_the_store_and_vice_versa():
+    called = set(re.findall(r'_run\(\s*"(\w+)"', inspect.getsource(store_module)))
+    assert called == set(load_all()), (called ^ set(load_all()))
+
+
+def test_load_all_covers_every_file():
+    assert sorted(f"{s.name}-{s.num_keys}.lua" for s in load_all().values()) == SCRIPT_FILES
+
+
+GOOD = '''--[[
+  Do a thing.
+
+  KEYS:
+    1 a SET
+  ARGV:
+    1 x
+  Returns:
+    {1}
+  Side effects: none.
+]]
+local rcall = redis.call
+return rcall("SCARD", KEYS[1])
+'''
+
+
+def test_check_header_accepts_a_good_script():
+    check_header("thing-1.lua", GOOD)
+
+
+@pytest.mark.parametrize("filename, src, why", [
+    ("thing-1.lua", GOOD.replace("  Side effects: none.\n", ""), "Side effects"),
+    ("thing-1.lua", GOOD.replace("KEYS:", "Keys"), "KEYS:"),
+    ("thing-1.lua", GOOD.replace("  Returns:\n    {1}\n", ""), "Returns:"),
+    ("thing-1.lua", GOOD.replace("ARGV:", "args"), "ARGV:"),
+    ("thing-1.lua", 'local rcall = redis.call\nreturn rcall("SCARD", KEYS[1])\n', "header"),
+    ("thing-1.lua", "-- KEYS: ARGV: Returns: Side effects:\nreturn 1\n", "header"),  # not a --[[ block
+    ("thing.lua", GOOD, "name"),
+    ("Thing_1.lua", GOOD, "name"),
+    ("thing-0.lua", GOOD, "KEYS[1]"),
+    ("thing-1.lua", GOOD.replace("KEYS[1])", "KEYS[1], KEYS[2])"), "KEYS[2]"),
+])
+def test_check_header_rejects_a_bad_script(filename, src, why):
+    with pytest.raises(ScriptError, match=re.escape(why) if why != "header" else "header lacks"):
+        check_header(filename, src)
+
+
+def test_unknown_include_is_an_error():
+    with pytest.raises(ScriptError, match="missing Lua file"):
+        resolve_includes('--- @include "includes/no_such_file"\n')
+
+
+# ---------------------------------------------------------------- key derivations vs service/keys.py
+
+DERIVED = re.compile(r'base\s*\.\.\s*"([^"]*)"')
+
+
+def builder_outputs() -> tuple[set[str], dict[str, str]]:
+    """(suffixes of the fixed keys, {prefix of a per-entity key: builder name}) of Keys("p")."""
+    k = Keys("p")
+    fixed, per_entity = set(), {}
+    for name, attr in vars(Keys).items():
+        if name.startswith("_") or name == "base":
+            continue
+        if isinstance(attr, property):
+            value = getattr(k, name)
+            assert value.startswith(k.base), name
+            fixed.add(value[len(k.base):])
+        elif callable(attr):
+            nargs = len(inspect.signature(attr).parameters) - 1
+            value = getattr(k, name)(*[f"ARG{i}" for i in range(nargs)])
+            assert value.startswith(k.base), name
+            per_entity[value[len(k.base):].split("ARG0", 1)[0]] = name
+    return fixed, per_entity
+
+
+def test_lua_key_derivations_match_keys_py():
+    fixed, per_entity = builder_outputs()
+    assert {"t:", "b:", "ba:", "bt:", "c:", "l:", "kv:"} <= set(per_entity)  # sanity of the probe
+    literals = {lit for rel in ALL_FILES for lit in DERIVED.findall(source(rel))}
+    assert literals, "no derivations found: the pattern is stale"
+    k = Keys("p")
+    constants = {k.kv(ORDER_TOPIC_CONFIG)[len(k.base):]}
+    for lit in sorted(literals):
+        ok = lit in fixed or lit in per_entity or lit in constants
+        assert ok, f'lua derives base .. "{lit}" but service/keys.py has no such builder'
+
+
+def test_lua_live_member_matches_keys_py():
+    """Lua joins (cluster, addr) with keys.live_member's separator, and splits on it in the expiry scan."""
+    k = Keys("p")
+    sep = k.live_info("C", "A")[len(k.base + "l:C"):-1]
+    joins = [m for rel in ALL_FILES
+             for m in re.findall(r'(?:cluster|meta\[1\]|ARGV\[1\])\s*\.\.\s*"([^"]*)"\s*\.\.', source(rel))]
+    assert len(joins) >= 6 and set(joins) == {sep}
+    assert "^([^" + sep + "]*)" + sep in source("expireBrokers-8.lua")
+
+
+def test_routekeys_order_matches_the_store():
+    """includes/routekeys.lua names KEYS[i] by role; RouteStore must pass the keys in that order."""
+    src = source("includes/routekeys.lua")
+    roles = {int(i): role for role, i in re.findall(r"(\w+)\s*=\s*KEYS\[(\d+)\]", src)}
+    k = Keys("p")
+    by_role = {"topics": k.topics, "brokers": k.brokers, "clusters": k.clusters, "live": k.live,
+               "deadlines": k.deadlines, "filters": k.filter_servers, "ver": k.version,
+               "kvns": k.kv_namespaces}
+    assert set(roles.values()) == set(by_role)
+    store = RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True), prefix="p")
+    assert store._route_keys == [by_role[roles[i]] for i in sorted(roles)]
+
+
+async def test_key_base_in_lua_matches_keys_py():
+    r = fakeredis.FakeAsyncRedis(decode_responses=True)
+    script = "local rcall = redis.call\n" + resolve_includes('--- @include "includes/common"\n') + \
+        "\nreturn key_base(KEYS[1])\n"
+    for prefix in ("nsrv", "a.b-c", "x"):
+        k = Keys(prefix)
+        assert await r.eval(script, 1, k.topics) == k.base
+    await r.aclose()
+
+
+async def test_scripts_write_the_keys_keys_py_names():
+    """End to end: after a register, a KV put and a config put, the keys Python builds are the ones Lua wrote,
+    and there is no other key."""
+    r = fakeredis.FakeAsyncRedis(decode_responses=True)
+    s = RouteStore(r, prefix="kp")
+    k = s.keys
+    await s.register_broker(RegisterBroker("C1", "B1", 0, "10.0.0.1:10911", "10.0.0.1:10912",
+                                           {"T1": TopicConfig()}, filter_server_list=["10.0.0.1:1"]), now=1)
+    await s.kv_put(ORDER_TOPIC_CONFIG, "T1", "B1:8")
+    await s.put_runtime_config({"x": "y"})
+    expected = {k.topics, k.brokers, k.clusters, k.live, k.deadlines, k.filter_servers, k.version,
+                k.kv_namespaces, k.runtime_config, k.topic("T1"), k.broker_data("B1"), k.broker_addrs("B1"),
+                k.broker_topics("B1"), k.cluster("C1"), k.live_info("C1", "10.0.0.1:10911"),
+                k.kv(ORDER_TOPIC_CONFIG)}
+    assert set(await r.keys("*")) == expected
+    await r.aclose()
+
+
+# ---------------------------------------------------------------- house rules
+
+def test_no_cmsgpack_and_no_keys_command():
+    keys_cmd = re.compile(r"""(?:rcall|redis\.p?call)\(\s*["']keys["']""", re.I)
+    for rel in ALL_FILES:
+        code = strip_comments(source(rel))
+        assert "cmsgpack" not in code, rel
+        assert not keys_cmd.search(code), f"{rel}: the blocking KEYS command"
+        assert "redis.call" not in code.replace("local rcall = redis.call", ""), f"{rel}: use rcall"
+
+
+def test_no_literal_key_names():
+    """A key argument is a KEYS entry, a K.* role or derived from `base`: never a bare string literal."""
+    literal_key = re.compile(r'rcall\(\s*"[A-Z]+"\s*,\s*"')
+    for rel in ALL_FILES:
+        assert not literal_key.search(strip_comments(source(rel))), rel
+
+
+@pytest.mark.parametrize("name", SCRIPT_FILES)
+def test_scripts_use_no_globals(name):
+    problems = undeclared_names(load_all()[name.split("-")[0]].source)
+    assert problems == [], f"{name}: globals {problems}"
+
+
+def test_includes_define_locals_only():
+    for rel in INCLUDE_FILES:
+        for line in strip_comments(source(rel)).splitlines():
+            assert not re.match(r"^function\b", line), f"{rel}: global function: {line}"
+
+
+@pytest.mark.parametrize("src, bad", [
+    ("x = 1\n", ["x"]),
+    ("local x = 1\nx = 2\nreturn x\n", []),
+    ("function helper() return 1 end\n", ["helper"]),
+    ("local function helper(a, b) return a + b end\nreturn helper(1, 2)\n", []),
+    ("local t = { seen = {}, n = 0 }\nt.n = t.n + 1\nreturn t.seen\n", []),
+    ("local s = 'a' .. undefined_thing\n", ["undefined_thing"]),
+    ("for k, v in pairs(ARGV) do local y = k .. v end\n", []),
+    ("for i = 1, #KEYS do count = i end\n", ["count"]),
+    ("local a, b = 1, 2\nc, a = 3, 4\n", ["c"]),
+    ("tonumber = nil\n", ["tonumber"]),
+    ("local rcall = redis.call\nrcall(\"GET\", KEYS[1]) -- a comment naming foo\n", []),
+    ("local s = \"quoted bar baz\"\n", []),
+    ("--[[ block comment with global_word = 1 ]]\nlocal a = 1\n", []),
+])
+def test_global_scanner(src, bad):
+    assert undeclared_names(src) == bad
+
+
+# A small Lua scanner, enough for this code base: strings and comments removed, then every identifier must be
+# a local declared somewhere (local, local function, parameters, for variables) or a sandbox builtin, and no
+# builtin may be assigned. Scope-insensitive on purpose: it errs on the side of accepting.
+
+BUILTINS = {"redis", "KEYS", "ARGV", "string", "table", "math", "tonumber", "tostring", "ipairs", "pairs",
+            "unpack", "type", "next", "select", "error", "pcall", "assert", "bit", "cjson", "struct", "_G"}
+LUA_KEYWORDS = {"and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if", "in",
+                "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while"}
+TOKEN = re.compile(r"""
+    (?P<lcomment>--\[(?P<eq1>=*)\[.*?\](?P=eq1)\])
+  | (?P<comment>--[^\n]*)
+  | (?P<lstring>\[(?P<eq2>=*)\[.*?\](?P=eq2)\])
+  | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
+  | (?P<number>0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)
+  | (?P<name>[A-Za-z_]\w*)
+  | (?P<op>\.\.\.|\.\.|==|~=|<=|>=|[-+*/%^#<>=(){}\[\];:,.])
+  | (?P<ws>\s+)
+""", re.S | re.X)
+
+
+def tokens(src: str) -> list[tuple[str, str]]:
+    out, pos = [], 0
+    while pos < len(src):
+        m = TOKEN.match(src, pos)
+        if m is None:
+            raise ValueError(f"cannot scan Lua at {src[pos:pos + 20]!r}")
+        kind = m.lastgroup
+        if kind in ("eq1", "eq2"):
+            kind = "lcomment" if m.group("lcomment") else "lstring"
+        if kind not in ("ws", "comment", "lcomment"):
+            out.append((kind, m.group()))
+        pos = m.end()
+    return out
+
+
+def strip_comments(src: str) -> str:
+    return re.sub(r"--\[(=*)\[.*?\]\1\]|--[^\n]*", "", src, flags=re.S)
+
+
+def undeclared_names(src: str) -> list[str]:
+    toks = tokens(src)
+    declared: set[str] = set()
+    # pass 1: declarations
+    for i, (_, text) in enumerate(toks):
+        if text == "local" or text == "for":
+            j = i + 1
+            if toks[j][1] == "function":
+                declared.add(toks[j + 1][1])
+                continue
+            while j < len(toks) and toks[j][0] == "name":
+                declared.add(toks[j][1])
+                if toks[j + 1][1] != ",":
+                    break
+                j += 2
+        elif text == "function":
+            j = i + 1
+            while toks[j][1] != "(":
+                j += 1
+            j += 1
+            while toks[j][1] != ")":
+                if toks[j][0] == "name":
+                    declared.add(toks[j][1])
+                j += 1
+    # pass 2: uses
+    bad: list[str] = []
+    brackets: list[str] = []
+    for i, (kind, text) in enumerate(toks):
+        if text in "({[" and kind == "op":
+            brackets.append(text)
+        elif text in ")}]" and kind == "op":
+            brackets.pop()
+        if kind != "name" or text in LUA_KEYWORDS:
+            continue
+        prev = toks[i - 1][1] if i else ""
+        nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
+        if prev in (".", ":"):
+            continue  # a field or a method
+        if nxt == "=" and brackets and brackets[-1] == "{":
+            continue  # a table constructor key
+        if prev == "function" and text in declared and toks[i - 2][1] == "local":
+            continue
+        if text in BUILTINS:
+            if nxt == "=" and not (brackets and brackets[-1] == "{") and prev != "local":
+                bad.append(text)  # assigning a builtin
+            continue
+        if text not in declared and text not in bad:
+            bad.append(text)
+    return bad
+
+
+def test_sources_are_where_the_package_says():
+    """The shipped package data is the repository's lua/ directory (an editable install reads it directly)."""
+    assert Path(str(LUA)).joinpath("registerBroker-8.lua").is_file()

@@ -1,0 +1,259 @@
+"""Costs of the scripts, counted on a real redis-server, and the smaller RouteStore operations.
+
+Costs are counted, not timed: `INFO commandstats` counts every command a script runs, so "unregister costs
+O(that broker's topics)" becomes "about 10 HDELs while 5 000 other topics exist" (DESIGN.md §3).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis.asyncio as aioredis
+
+from service.keys import live_member
+from service.models import BrokerIdentity, DataVersion, RegisterBroker, TopicConfig
+from service.store import RouteStore
+from tests.invariants import check_invariants
+
+T0 = 1_700_000_100_000
+HOUR = 3_600_000
+OVERHEAD = ("info", "config", "client", "hello", "ping", "select", "script")
+
+
+def reg(name: str, addr: str, topics: list[str], *, bid: int = 0, cluster: str = "C", counter: int = 1,
+        timeout: int | None = None, eam: bool | None = True, zone: str | None = None,
+        filters: list[str] | None = None) -> RegisterBroker:
+    return RegisterBroker(cluster, name, bid, addr, "", {t: TopicConfig(8, 8, 6) for t in topics},
+                          DataVersion(1, counter, 0), zone_name=zone, enable_acting_master=eam,
+                          heartbeat_timeout_ms=timeout, filter_server_list=filters)
+
+
+# ---------------------------------------------------------------- costs (real Redis)
+
+class Counter:
+    """Commands executed by the server between `reset()` and `read()` (scripts' inner calls included)."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.client = client
+
+    async def reset(self) -> None:
+        await self.client.config_resetstat()
+
+    async def read(self) -> dict[str, int]:
+        stats = await self.client.info("commandstats")
+        out = {}
+        for name, row in stats.items():
+            cmd = name.removeprefix("cmdstat_")
+            if cmd.split("|")[0] not in OVERHEAD:
+                out[cmd] = row["calls"]
+        return out
+
+
+@pytest.fixture
+async def real(redis_server):
+    client = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    await client.ping()
+    s = RouteStore(client, prefix="cost" + uuid.uuid4().hex[:8])
+    await s.load_scripts()
+    yield s, Counter(client)
+    await check_invariants(client, s.keys.prefix)
+    await client.aclose()
+
+
+BIG = [f"Big{i:05d}" for i in range(5000)]
+SMALL = [f"Small{i}" for i in range(5)] + BIG[:5]  # 10 topics, half of them shared with the big broker
+
+
+async def _big_and_small(s: RouteStore, small_timeout: int = HOUR) -> None:
+    await s.register_broker(reg("big", "10.0.0.1:10911", BIG, timeout=24 * HOUR), now=T0)
+    await s.register_broker(reg("small", "10.0.0.2:10911", SMALL, timeout=small_timeout,
+                                filters=["10.0.0.2:1"]), now=T0)
+
+
+@pytest.mark.redis
+async def test_unregister_costs_the_brokers_topics_only(real):
+    s, counter = real
+    await _big_and_small(s)
+    await counter.reset()
+    assert await s.unregister_broker(BrokerIdentity("C", "small", 0, "10.0.0.2:10911")) == 1
+    calls = await counter.read()
+    assert calls["evalsha"] == 1
+    assert 10 <= calls["hdel"] <= 13  # 10 queue data, the address, the filter servers
+    assert sum(calls.values()) < 80, calls  # O(10), not O(5 000)
+    assert max(v for k, v in calls.items() if k != "evalsha") <= 13, calls
+    assert await s.topic_list() == BIG
+
+
+@pytest.mark.redis
+async def test_expiry_costs_the_expired_brokers_topics_only(real):
+    s, counter = real
+    await _big_and_small(s, small_timeout=10_000)
+    await counter.reset()
+    res = await s.expire(now=T0 + 10_001)
+    assert res.expired == [("C", "10.0.0.2:10911", "small")]
+    calls = await counter.read()
+    assert calls["zrangebyscore"] == 1 and 10 <= calls["hdel"] <= 13
+    assert sum(calls.values()) < 90, calls
+
+
+@pytest.mark.redis
+async def test_empty_expiry_scan_is_one_range_query(real):
+    s, counter = real
+    await _big_and_small(s)
+    for i in range(200):
+        await s.register_broker(reg(f"b{i}", f"10.1.{i // 250}.{i % 250}:10911", []), now=T0)
+    await counter.reset()
+    res = await s.expire(now=T0 + 60_000)
+    assert res.expired == [] and not res.more
+    assert await counter.read() == {"evalsha": 1, "zrangebyscore": 1}
+
+
+@pytest.mark.redis
+async def test_wipe_write_perm_costs_the_brokers_topics_only(real):
+    s, counter = real
+    await _big_and_small(s)
+    await counter.reset()
+    assert await s.wipe_write_perm("small") == 10
+    calls = await counter.read()
+    assert calls["hset"] == 10 and calls["hget"] == 10 and calls["smembers"] == 1
+    assert sum(calls.values()) < 40, calls
+
+
+@pytest.mark.redis
+async def test_register_with_unchanged_data_version_checks_membership_in_bulk(real):
+    s, counter = real
+    await _big_and_small(s)
+    await counter.reset()
+    res = await s.register_broker(reg("big", "10.0.0.1:10911", BIG, timeout=24 * HOUR), now=T0 + 1)
+    assert res.changed_topics == 0
+    calls = await counter.read()
+    assert calls["smismember"] == 2  # 5 000 names in chunks of 4 000
+    assert calls.get("hset", 0) == 1  # the live info only: no queue data rewritten
+    assert calls.get("sadd", 0) <= 3  # cluster, cluster members, broker set
+    assert sum(calls.values()) < 40, calls
+
+
+@pytest.mark.redis
+async def test_register_with_changed_data_version_writes_only_changed_topics(real):
+    s, counter = real
+    await _big_and_small(s)
+    await counter.reset()
+    res = await s.register_broker(reg("small", "10.0.0.2:10911", SMALL, counter=2, timeout=HOUR), now=T0 + 1)
+    assert res.changed_topics == 0
+    calls = await counter.read()
+    assert calls["hget"] >= 10 and calls.get("hset", 0) == 1  # compared, not rewritten (only live info)
+    assert sum(calls.values()) < 60, calls
+
+
+@pytest.mark.redis
+async def test_route_read_cost_does_not_depend_on_other_topics(real):
+    s, counter = real
+    await _big_and_small(s)
+    await counter.reset()
+    route = await s.get_route("Small0")
+    assert route is not None and [b.broker_name for b in route.broker_datas] == ["small"]
+    calls = await counter.read()
+    assert sum(calls.values()) < 10, calls
+
+
+@pytest.mark.redis
+async def test_delete_topic_costs_the_topics_brokers(real):
+    s, counter = real
+    await _big_and_small(s)
+    await counter.reset()
+    assert await s.delete_topic(BIG[0], "C") == 2
+    calls = await counter.read()
+    assert calls["hdel"] == 2 and sum(calls.values()) < 20, calls
+
+
+@pytest.mark.redis
+async def test_scripts_survive_a_script_flush(real):
+    """After a Redis restart or SCRIPT FLUSH the store reloads its scripts by itself (NOSCRIPT fallback)."""
+    s, _ = real
+    await s.register_broker(reg("small", "10.0.0.2:10911", SMALL), now=T0)
+    await s.redis.script_flush()
+    assert await s.get_route("Small0") is not None
+    assert await s.unregister_broker(BrokerIdentity("C", "small", 0, "10.0.0.2:10911")) == 1
+
+
+# ---------------------------------------------------------------- smaller operations (both backends)
+
+async def test_expire_more_flag_and_default_timeout(store):
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T"]), now=T0)  # default timeout 120 s
+    await store.register_broker(reg("b", "10.0.0.2:1", ["T"]), now=T0, default_timeout_ms=1_000)
+    assert await store.redis.zscore(store.keys.deadlines, live_member("C", "10.0.0.1:1")) == T0 + 120_000
+    assert await store.redis.zscore(store.keys.deadlines, live_member("C", "10.0.0.2:1")) == T0 + 1_000
+    res = await store.expire(batch=1, now=T0 + 120_001)
+    assert res.expired == [("C", "10.0.0.2:1", "b")] and res.more  # a full batch: call again
+    res = await store.expire(batch=1, now=T0 + 120_001)
+    assert res.expired == [("C", "10.0.0.1:1", "a")] and res.more
+    res = await store.expire(batch=1, now=T0 + 120_001)
+    assert res.expired == [] and not res.more
+    await check_invariants(store.redis, store.keys.prefix)
+
+
+async def test_live_brokers_and_stats(store):
+    assert await store.live_brokers() == []
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T", "U"]), now=T0)
+    await store.register_broker(reg("a", "10.0.0.2:1", ["T"], bid=1, timeout=5_000), now=T0 + 5)
+    assert await store.live_brokers() == [
+        {"cluster": "C", "brokerName": "a", "brokerId": 0, "brokerAddr": "10.0.0.1:1", "lastHeartbeat": T0,
+         "heartbeatTimeoutMillis": 120_000},
+        {"cluster": "C", "brokerName": "a", "brokerId": 1, "brokerAddr": "10.0.0.2:1",
+         "lastHeartbeat": T0 + 5, "heartbeatTimeoutMillis": 5_000},
+    ]
+    assert await store.stats() == {"liveBrokers": 2, "topics": 2, "brokerNames": 1, "clusters": 1}
+    assert await store.broker_exists("a") and not await store.broker_exists("b")
+    assert await store.ping()
+
+
+async def test_snapshot_pages_cover_every_row(store):
+    topics = [f"T{i:03d}" for i in range(120)]
+    await store.register_broker(reg("a", "10.0.0.1:1", topics), now=T0)
+    await store.register_broker(reg("b", "10.0.0.2:1", topics[:30], cluster="D"), now=T0)
+    rows, pages = [], 0
+    async for page in store.snapshot_pages(target_rows=25):
+        pages += 1
+        rows += [(c, b, t, q.to_json()) for c, b, t, q in page]
+    assert pages >= 2
+    want = [("C", "a", t) for t in topics] + [("D", "b", t) for t in topics[:30]]
+    assert sorted((c, b, t) for c, b, t, _ in rows) == sorted(want)  # each row exactly once
+    assert all(q == {"brokerName": b, "perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8}
+               for _, b, _, q in rows)
+
+
+async def test_runtime_config_and_version(store):
+    assert await store.get_runtime_config() == {} and await store.version() == 0
+    assert await store.put_runtime_config({"orderMessageEnable": "true", "x": "1"}) == 1
+    assert await store.get_runtime_config() == {"orderMessageEnable": "true", "x": "1"}
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T"]), now=T0)
+    assert await store.version() == 2
+
+
+async def test_zone_name_is_overwritten_on_every_registration(store):
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T"], zone="zone1"), now=T0)
+    route = await store.get_route("T")
+    assert route.broker_datas[0].zone_name == "zone1"
+    assert route.to_json()["brokerDatas"][0]["zoneName"] == "zone1"
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T"]), now=T0 + 1)  # no zone: Java sets null
+    assert "zoneName" not in (await store.get_route("T")).to_json()["brokerDatas"][0]
+    assert (await store.cluster_info()).broker_addr_table["a"].zone_name is None
+
+
+async def test_old_broker_slave_never_registers_topics(store):
+    """isPrimeSlave needs the enableActingMaster header: a 4.x slave alone publishes no routes."""
+    await store.register_broker(reg("a", "10.0.0.2:1", ["T"], bid=1, eam=None), now=T0)
+    assert await store.get_route("T") is None
+    assert await store.member_group("C", "a") == {1: "10.0.0.2:1"}
+    await store.register_broker(reg("a", "10.0.0.3:1", ["T"], bid=1, eam=True), now=T0)  # a 5.x one does
+    assert (await store.get_route("T")).queue_datas[0].perm == 4  # prime slave with acting master: no WRITE
+    await check_invariants(store.redis, store.keys.prefix)
+
+
+async def test_acting_master_flag_change_publishes_routes(store):
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T"]), now=T0)
+    ver = await store.version()
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T"], eam=False), now=T0 + 1)
+    assert await store.version() == ver + 1
+    assert (await store.get_route("T")).broker_datas[0].enable_acting_master is False
