@@ -23,7 +23,7 @@ local rcall = redis.call
 
 local batch = tonumber(ARGV[1])
 local now = now_ms(ARGV[2])
-local budget = tonumber(ARGV[3] or "") or 20000
+local budget = tonumber(ARGV[3] or "") or 5000
 local spent = 0
 local more = 0
 local due = rcall("ZRANGEBYSCORE", K.deadlines, "-inf", "(" .. now, "LIMIT", 0, batch)

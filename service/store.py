@@ -140,7 +140,7 @@ class RouteStore:
                                  ident.broker_addr)
         return int(res)
 
-    async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 20_000) -> ExpireResult:
+    async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000) -> ExpireResult:
         """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics); `more` says
         another call may find more."""
         more, flat = await self._run("expireBrokers", batch, "" if now is None else now, topic_budget)
