@@ -98,8 +98,11 @@ def wrk(url: str, script: str, duration: int, connections: int, *args: str) -> d
             lat[f"p{pct}_ms"] = float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors: (.*)", out)
-    return {"rps": rps, **lat, "non2xx": int(non2xx.group(1)) if non2xx else 0,
-            "socket_errors": errors.group(1) if errors else ""}
+    res = {"rps": rps, **lat, "non2xx": int(non2xx.group(1)) if non2xx else 0,
+           "socket_errors": errors.group(1) if errors else ""}
+    if res["non2xx"]:  # a throughput of error replies measures nothing
+        raise RuntimeError(f"wrk {script} against {url}: {res['non2xx']} non-2xx replies")
+    return res
 
 
 # ---------------------------------------------------------------------------- data

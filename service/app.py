@@ -14,8 +14,9 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from service.auth import Authenticator
+from service.coalesce import Coalescer
 from service.config import Settings
-from service.http.context import AUTH, CACHE, METRICS, RUNTIME, SETTINGS, STORE, Runtime
+from service.http.context import AUTH, CACHE, HEARTBEATS, METRICS, RUNTIME, SETTINGS, STORE, Runtime
 from service.http.middlewares import front_door
 from service.http.routes import setup_routes
 from service.metrics import Metrics
@@ -37,6 +38,7 @@ def create_app(settings: Settings, *, redis: aioredis.Redis | None = None, sched
     app[METRICS] = Metrics()
     app[AUTH] = Authenticator(settings.broker_tokens, settings.admin_token, settings.read_token)
     app[RUNTIME] = runtime
+    app[HEARTBEATS] = Coalescer(store.heartbeat_many)
     app[CACHE] = RouteCache(store, settings.route_cache_staleness_ms, settings.route_cache, on_config=runtime.apply)
     setup_routes(app)
     app.cleanup_ctx.append(_store_ctx)

@@ -32,7 +32,12 @@ class Metrics:
         self.cache_hit_ratio = Gauge("namesrv_route_cache_hit_ratio", "route cache hit ratio since start",
                                      registry=r)
         self.cache_entries = Gauge("namesrv_route_cache_entries", "routes cached in this worker", registry=r)
+        self._hb_known = self.heartbeats.labels(known="true")
+        self._hb_unknown = self.heartbeats.labels(known="false")
         self.snapshots = Counter("namesrv_snapshots_total", "snapshots taken by this worker", registry=r)
+
+    def heartbeat(self, known: bool) -> None:
+        (self._hb_known if known else self._hb_unknown).inc()
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http.observe(route, method, status, seconds)

@@ -40,7 +40,6 @@ def make_redis(settings: Settings) -> aioredis.Redis:
         socket_timeout=settings.redis_socket_timeout_ms / 1000,
         retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), settings.redis_retries),
         retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
-        health_check_interval=5,
         max_connections=256,
         **kwargs,
     )

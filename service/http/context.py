@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from service.auth import Authenticator
+from service.coalesce import Coalescer
 from service.config import BY_NAME, RUNTIME_NAMES, ConfigError, Settings, parse_value
 from service.metrics import Metrics
 from service.route_cache import RouteCache
@@ -44,3 +45,4 @@ CACHE = web.AppKey("cache", RouteCache)
 METRICS = web.AppKey("metrics", Metrics)
 AUTH = web.AppKey("auth", Authenticator)
 RUNTIME = web.AppKey("runtime", Runtime)
+HEARTBEATS = web.AppKey("heartbeats", Coalescer)

@@ -19,7 +19,7 @@ from service.errors import (
     ReportNotFound,
     TopicNotExist,
 )
-from service.http.context import CACHE, METRICS, RUNTIME, SETTINGS, STORE, Runtime
+from service.http.context import CACHE, HEARTBEATS, METRICS, RUNTIME, SETTINGS, STORE, Runtime
 from service.models import (
     BrokerIdentity,
     DataVersion,
@@ -82,8 +82,8 @@ async def heartbeat(request: web.Request) -> web.Response:
     ident = BrokerIdentity.parse(body)
     require_cluster(request, ident.cluster)
     dv = DataVersion.parse(body["dataVersion"]) if body.get("dataVersion") is not None else None
-    res = await request.app[STORE].heartbeat(ident.cluster, ident.broker_addr, dv)
-    request.app[METRICS].heartbeats.labels(known=str(res.data_version is not None).lower()).inc()
+    res = await request.app[HEARTBEATS].submit((ident.cluster, ident.broker_addr, dv))
+    request.app[METRICS].heartbeat(res.data_version is not None)
     return reply(res.to_json())
 
 

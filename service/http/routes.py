@@ -74,7 +74,8 @@ _TOPIC_CONFIG = {"type": "object", "properties": {
 _DATA_VERSION = {"type": "object", "properties": {"timestamp": {"type": "integer"}, "counter": {"type": "integer"},
                                                   "stateVersion": {"type": "integer"}}}
 _IDENTITY = {"clusterName": {"type": "string"}, "brokerName": {"type": "string"},
-             "brokerId": {"type": "integer", "minimum": 0}, "brokerAddr": {"type": "string", "example": "10.0.0.1:10911"}}
+             "brokerId": {"type": "integer", "minimum": 0},
+             "brokerAddr": {"type": "string", "example": "10.0.0.1:10911"}}
 SCHEMAS: dict[str, Any] = {
     "BrokerIdentity": {"type": "object", "required": ["clusterName", "brokerName", "brokerAddr"],
                        "properties": _IDENTITY},

@@ -45,3 +45,23 @@ def test_store_bench_tiny(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| register, 20 topics, all changed | 2 | 1 |" in table
     assert markdown_table(saved["results"]).count("\n") == len(cases) + 1
+
+
+def test_http_bench_tiny(tmp_path):
+    """Every HTTP scenario (route read and heartbeat vs their ceilings, 2 workers, visibility, snapshot,
+    memory) at tiny size; speed is not asserted here, only that each produces a measurement."""
+    need("redis-server")
+    need("wrk")
+    from benchmarks import http_bench
+
+    assert http_bench.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "http-tiny.json").read_bytes())
+    for name in ("route_read", "route_read_2_workers", "heartbeat"):
+        assert res[name]["service"]["rps"] > 0 and res[name]["ceiling"]["rps"] > 0
+        assert res[name]["service"]["non2xx"] == 0, res[name]
+        assert res[name]["ratio"] == res[name]["service"]["rps"] / res[name]["ceiling"]["rps"]
+    assert res["visibility"]["n"] == 20 and res["visibility"]["p99_ms"] > 0
+    assert res["snapshot"]["rows"] == 2000 and res["snapshot"]["longest_redis_block_ms"] > 0
+    assert res["memory"]["bytes_per_entry"] > 0
+    assert (tmp_path / "http-tiny.md").read_text().count("|") > 20
+    assert (tmp_path / "http-tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
