@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings, *, redis: aioredis.Redis | None = None, scheduler: bool = True) -> web.Application:
     app = web.Application(middlewares=[front_door], client_max_size=settings.max_body_bytes)
     client = redis if redis is not None else make_redis(settings)
-    store = RouteStore(client, settings.key_prefix)
+    bulk = None if redis is not None or settings.embedded else make_redis(settings, bulk=True)
+    store = RouteStore(client, settings.key_prefix, bulk_redis=bulk)
     runtime = Runtime(settings)
     app[SETTINGS] = settings
     app[STORE] = store
@@ -63,6 +64,8 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
     with contextlib.suppress(Exception):
         await store.redis.aclose()
+        if store.bulk_redis is not store.redis:
+            await store.bulk_redis.aclose()
 
 
 async def _cache_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -23,8 +23,15 @@ EMBEDDED_WARNING = (
 )
 
 
-def make_redis(settings: Settings) -> aioredis.Redis:
-    """A client with decode_responses=True; fails fast (bounded timeouts, a few backed-off retries)."""
+BULK_SOCKET_TIMEOUT_S = 15.0
+
+
+def make_redis(settings: Settings, bulk: bool = False) -> aioredis.Redis:
+    """A client with decode_responses=True; fails fast (bounded timeouts, a few backed-off retries).
+
+    `bulk=True`: the client for registrations, whose script can legitimately run for hundreds of ms (a broker
+    with 100 000 topics): same connect timeout, a long command timeout, no retries (a timed-out register may
+    still have been applied; the broker re-registers anyway)."""
     if settings.embedded:
         global _EMBEDDED_SERVER
         if _EMBEDDED_SERVER is None:
@@ -37,9 +44,9 @@ def make_redis(settings: Settings) -> aioredis.Redis:
         settings.redis_url,
         decode_responses=True,
         socket_connect_timeout=settings.redis_connect_timeout_ms / 1000,
-        socket_timeout=settings.redis_socket_timeout_ms / 1000,
-        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), settings.redis_retries),
+        socket_timeout=BULK_SOCKET_TIMEOUT_S if bulk else settings.redis_socket_timeout_ms / 1000,
+        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), 0 if bulk else settings.redis_retries),
         retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
-        max_connections=256,
+        max_connections=32 if bulk else 256,
         **kwargs,
     )

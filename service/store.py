@@ -63,8 +63,9 @@ def _broker_data(name: str, cluster: str, eam: str, zone: str, addr_flat: list[s
 class RouteStore:
     """RocketMQ's RouteInfoManager + KVConfigManager over one Redis, under one key prefix."""
 
-    def __init__(self, redis: aioredis.Redis, prefix: str = "nsrv") -> None:
+    def __init__(self, redis: aioredis.Redis, prefix: str = "nsrv", bulk_redis: aioredis.Redis | None = None) -> None:
         self.redis = redis
+        self.bulk_redis = bulk_redis or redis  # registrations: long scripts, long command timeout
         self.keys = Keys(prefix)
         k = self.keys
         self._route_keys = [k.topics, k.brokers, k.clusters, k.live, k.deadlines, k.filter_servers,
@@ -85,16 +86,17 @@ class RouteStore:
         if not all(present):
             await self.load_scripts()
 
-    async def _run(self, name: str, *args: Any) -> Any:
+    async def _run(self, name: str, *args: Any, client: aioredis.Redis | None = None) -> Any:
         """EVALSHA straight through execute_command (redis-py's Script wrapper costs ~10% of a heartbeat);
         NOSCRIPT after a Redis restart or SCRIPT FLUSH loads the script and retries once."""
         script = self._scripts[name]
+        redis = client or self.redis
         try:
-            return await self.redis.execute_command("EVALSHA", script.sha, len(self._route_keys), *self._route_keys,
+            return await redis.execute_command("EVALSHA", script.sha, len(self._route_keys), *self._route_keys,
                                                     *args)
         except NoScriptError:
-            script.sha = await self.redis.script_load(script.script)
-            return await self.redis.execute_command("EVALSHA", script.sha, len(self._route_keys), *self._route_keys,
+            script.sha = await redis.script_load(script.script)
+            return await redis.execute_command("EVALSHA", script.sha, len(self._route_keys), *self._route_keys,
                                                     *args)
 
     async def ping(self) -> bool:
@@ -121,6 +123,7 @@ class RouteStore:
             req.data_version.encode(), req.data_version.state_version,
             _flag(delete_topic_with_broker_registration), _flag(return_order_topic_config),
             _flag(single_topic_guard), fsl, encode_topics(req.topics), "" if now is None else now,
+            client=self.bulk_redis,
         )
         status = int(res[0])
         if status < 0:
@@ -162,13 +165,14 @@ class RouteStore:
     async def unregister_broker(self, ident: BrokerIdentity) -> int:
         """0: address was not a member; 1: broker removed; 2: broker reduced."""
         (res,) = await self._run("unregisterBroker", ident.cluster, ident.broker_name, str(ident.broker_id),
-                                 ident.broker_addr)
+                                 ident.broker_addr, client=self.bulk_redis)
         return int(res)
 
     async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000) -> ExpireResult:
         """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics); `more` says
         another call may find more."""
-        more, flat = await self._run("expireBrokers", batch, "" if now is None else now, topic_budget)
+        more, flat = await self._run("expireBrokers", batch, "" if now is None else now, topic_budget,
+                                     client=self.bulk_redis)
         expired = []
         for member, name in _pairs(flat):
             cluster, _, addr = member.partition("|")

@@ -138,3 +138,22 @@ async def test_sigterm_drains_in_flight_requests(redis_server, namesrv_factory):
         assert [r.status for r in responses] == [200] * 8
         assert n.proc.wait(15) == 0
     blocker.close()
+
+
+async def test_broker_with_100k_topics_is_admitted(namesrv_factory):
+    """The body limit and timeouts admit a real-size broker: 100 000 topics in one registration (~7.5 MB)."""
+    n = namesrv_factory()
+    topics = {f"Topic{i:06d}": {"readQueueNums": 8, "writeQueueNums": 8, "perm": 6, "topicSysFlag": 0}
+              for i in range(100_000)}
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(timeout=timeout) as s:
+        r = await s.post(f"{n.url}/v1/brokers/register", json=master(topics=topics))
+        assert r.status == 200, await r.text()
+        r = await s.get(f"{n.url}/v1/topics/Topic099999/route")
+        assert r.status == 200
+        info = await (await s.get(f"{n.url}/metrics")).text()
+        assert "namesrv_broker_registrations_total{result=\"ok\"} 1.0" in info
+        r = await s.post(f"{n.url}/v1/brokers/unregister", json={"clusterName": "C1", "brokerName": "broker-a",
+                                                                 "brokerId": 0, "brokerAddr": "10.0.0.1:10911"})
+        assert await r.json() == {"result": "removed"}
+        assert (await s.get(f"{n.url}/v1/topics/Topic000000/route")).status == 404

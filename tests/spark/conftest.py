@@ -3,6 +3,7 @@ service/snapshot.py for tests of the job's reader that do not need a registry.""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import zlib
@@ -59,6 +60,8 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    # py4j logs "Closing down clientserver connection" at interpreter exit, after pytest closed its streams
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 Row = Sequence[Any]  # [cluster, brokerName, topic, readQueueNums, writeQueueNums, perm, topicSysFlag]

@@ -198,3 +198,11 @@ async def test_unknown_path_and_method_are_json(client):
     assert r.status == 404 and (await r.json())["code"] == "NOT_FOUND"
     r = await client.patch("/v1/topics")
     assert r.status == 405 and (await r.json())["code"] == "METHOD_NOT_ALLOWED"
+
+
+async def test_skew_report_endpoint(client):
+    r = await client.get("/v1/reports/skew")
+    assert r.status == 404 and (await r.json())["code"] == "REPORT_NOT_FOUND"
+    await client.redis.set("{nsrv}:report:skew", '{"generatedAt": "2026-11-21T00:00:00Z", "topics": []}')
+    r = await client.get("/v1/reports/skew")
+    assert r.status == 200 and (await r.json())["generatedAt"] == "2026-11-21T00:00:00Z"
