@@ -64,11 +64,6 @@ class RouteCache:
             self._entries[topic] = value
         return value
 
-    async def get(self, topic: str, fetch: Callable[[], Awaitable[tuple[int, bytes]]]) -> tuple[int, bytes]:
-        """(status, body) for a topic, from the cache when fresh; `fetch` reads Redis on a miss."""
-        hit = self.lookup(topic)
-        return hit if hit is not None else await self.fill(topic, fetch)
-
     def __len__(self) -> int:
         return len(self._entries)
 
