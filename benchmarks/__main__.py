@@ -15,7 +15,7 @@ PLANS = {
     "quick": [["benchmarks.store_bench", "--quick"], ["benchmarks.http_bench", "--quick"],
               ["benchmarks.skew_bench", "--rows", "1000000", "--repeat", "1"]],
     "full": [["benchmarks.store_bench", "--full"], ["benchmarks.http_bench", "--full"],
-             ["benchmarks.skew_bench", "--rows", "1000000,10000000", "--repeat", "2"]],
+             ["benchmarks.skew_bench", "--rows", "1000000,2000000,5000000,10000000", "--repeat", "2"]],
 }
 
 

@@ -224,8 +224,13 @@ def plot(results: list[dict[str, Any]], env: dict[str, Any], path: Path) -> None
             fontsize=8,
         )
     if len(xs) > 1:
+        from matplotlib.ticker import FuncFormatter
+
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1e6:g} M"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("snapshot rows in the window")
     ax.set_ylabel("job time (s)")
     ax.set_title(
