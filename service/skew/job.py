@@ -461,36 +461,43 @@ def run(args: argparse.Namespace) -> int:
         _error("pyspark is not installed: pip install 'rmq-namesrv[spark]' (and a Java 17+ runtime)")
         return EXIT_USAGE
 
-    # Fail fast, before a JVM is started: Redis unreachable, or nothing to report on.
-    try:
+    def preflight() -> None:
         with redis_spec(args).client() as client:
             client.ping()
             if not args.every:
                 window_snapshots(client, args)
-    except NoSnapshots as e:
-        _error(str(e))
-        return EXIT_USAGE
-    except skew_io.redis.RedisError as e:
-        _error(f"Redis at {_redact(args.redis_url)}: {e}")
-        return EXIT_FAILED
+
+    # Fail fast, before a JVM is started: Redis unreachable, or nothing to report on.
+    code = _exit_code_of(preflight, args.redis_url)
+    if code is not None:
+        return code
 
     spark, owned = spark_session(args)
     try:
         if args.every:
             return schedule(lambda: run_once(spark, args), args.every)
-        try:
-            outcome = run_once(spark, args)
-        except NoSnapshots as e:
-            _error(str(e))
-            return EXIT_USAGE
-        except skew_io.redis.RedisError as e:
-            _error(f"Redis at {_redact(args.redis_url)}: {e}")
-            return EXIT_FAILED
-        log.info("skew-report written to %s (%d files)", args.out, len(outcome.files))
+        outcome: list = []
+        code = _exit_code_of(lambda: outcome.append(run_once(spark, args)), args.redis_url)
+        if code is not None:
+            return code
+        log.info("skew-report written to %s (%d files)", args.out, len(outcome[0].files))
         return EXIT_OK
     finally:
         if owned:
             spark.stop()
+
+
+def _exit_code_of(step, redis_url: str) -> int | None:
+    """Run a step; map "no snapshots" and Redis errors to the CLI's exit codes with a clear message."""
+    try:
+        step()
+    except NoSnapshots as e:
+        _error(str(e))
+        return EXIT_USAGE
+    except skew_io.redis.RedisError as e:
+        _error(f"Redis at {_redact(redis_url)}: {e}")
+        return EXIT_FAILED
+    return None
 
 
 def _redact(url: str) -> str:
