@@ -12,14 +12,6 @@ local function drop_live(base, K, cluster, addr, ch, broker_name)
   end
 end
 
--- Remove a topic's queue data of one broker; drop the topic when no broker serves it any more.
-local function drop_queue(base, K, topic, broker_name)
-  local kt = base .. "t:" .. topic
-  rcall("HDEL", kt, broker_name)
-  if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, topic) end
-  rcall("SREM", base .. "bt:" .. broker_name, topic)
-end
-
 -- Remove every id of `broker_name` whose address is `addr` (RocketMQ #5374: by address, not id).
 -- Returns 0 when nothing matched, 1 when the broker is gone (with its queues, cluster membership,
 -- and the cluster if emptied), 2 when it was reduced (acting-master rule: no id 0 => WRITE cleared).
