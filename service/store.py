@@ -14,8 +14,8 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from service.errors import BrokerNotFound, QueryNotFound, from_script_code
-from service.keys import ORDER_TOPIC_CONFIG, Keys
+from service.errors import QueryNotFound, from_script_code
+from service.keys import Keys
 from service.models import (
     BrokerData,
     BrokerIdentity,
@@ -285,10 +285,6 @@ class RouteStore:
     async def broker_exists(self, broker_name: str) -> bool:
         return bool(await self.redis.sismember(self.keys.brokers, broker_name))
 
-    async def require_broker(self, broker_name: str) -> None:
-        if not await self.broker_exists(broker_name):
-            raise BrokerNotFound(f"no broker named {broker_name!r} is registered", brokerName=broker_name)
-
     # ------------------------------------------------------------------ KV config
 
     async def kv_put(self, namespace: str, key: str, value: str) -> None:
@@ -309,9 +305,6 @@ class RouteStore:
         if not int(res[0]):
             raise QueryNotFound(f"No config item, Namespace: {namespace}")
         return dict(_pairs(res[1]))
-
-    async def order_topic_conf(self, topic: str) -> str | None:
-        return await self.redis.hget(self.keys.kv(ORDER_TOPIC_CONFIG), topic)
 
     # ------------------------------------------------------------------ runtime config, version, stats
 
