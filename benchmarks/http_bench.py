@@ -32,9 +32,13 @@ import redis.asyncio as aioredis
 
 from benchmarks.harness import environment, git_info, machine_info, percentiles
 from service.models import RegisterBroker, TopicConfig
-from service.snapshot import take_snapshot
-from service.store import RouteStore
+from service.store import RouteStore, SnapshotStore
+from tests.invariants import jsonable
 from tests.redis_server import RedisServer, free_port
+
+
+async def take_snapshot(store, retention_s=86_400, **kw) -> str:
+    return (await SnapshotStore(store).take(retention_s, **kw)).snap_id
 
 ROOT = Path(__file__).resolve().parent
 PREFIX = "bench"
@@ -119,7 +123,7 @@ async def seed(redis_url: str, topics: int, brokers: int = 2) -> dict[str, dict]
         await store.register_broker(RegisterBroker(
             cluster="BenchCluster", broker_name=f"bench-{b}", broker_id=0, broker_addr=f"10.1.0.{b}:10911",
             ha_server_addr=f"10.1.0.{b}:10912", topics=table))
-    routes = {t: (await store.get_route(t)).to_json() for t in table}
+    routes = {t: jsonable(await store.get_route(t)) for t in table}
     await store.redis.aclose()
     return routes
 

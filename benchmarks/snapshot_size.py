@@ -13,9 +13,12 @@ import string
 import redis.asyncio as aioredis
 
 from service.models import RegisterBroker, TopicConfig
-from service.snapshot import take_snapshot
-from service.store import RouteStore
+from service.store import RouteStore, SnapshotStore
 from tests.redis_server import RedisServer
+
+
+async def take_snapshot(store, retention_s=86_400, **kw) -> str:
+    return (await SnapshotStore(store).take(retention_s, **kw)).snap_id
 
 WORDS = ["order", "payment", "user", "inventory", "audit", "event", "click", "log", "shipment", "refund",
          "notify", "risk", "search", "cart", "price"]

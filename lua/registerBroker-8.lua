@@ -2,14 +2,14 @@
   Register a broker (RocketMQ REGISTER_BROKER, RouteInfoManager.registerBroker, 5.x semantics).
 
   KEYS:
-    1 topics     SET   all topic names
-    2 brokers    SET   all brokerNames
-    3 clusters   SET   all cluster names
-    4 live       ZSET  "cluster|addr" -> last heartbeat ms
-    5 deadlines  ZSET  "cluster|addr" -> last heartbeat + timeout ms
-    6 filters    HASH  "cluster|addr" -> filter-server JSON list
-    7 ver        STRING registry version counter
-    8 kvns       SET   KV namespaces
+    1 topics       SET    {P}:topics, all topic names
+    2 brokers      SET    {P}:brokers, all brokerNames
+    3 clusters     SET    {P}:clusters, all cluster names
+    4 live         ZSET   {P}:live, "cluster|addr" -> last heartbeat ms
+    5 deadlines    ZSET   {P}:deadlines, "cluster|addr" -> last heartbeat + timeout ms
+    6 filters      HASH   {P}:filtersrv, "cluster|addr" -> filter-server JSON list
+    7 ver          STRING {P}:ver, registry version counter
+    8 kvns         SET    {P}:kvns, KV namespaces
   ARGV:
     1 clusterName   2 brokerName   3 brokerId (decimal)   4 brokerAddr   5 haServerAddr
     6 zoneName ("" = none)   7 enableActingMaster ("1", "0", "" = header absent: old broker)
@@ -30,7 +30,8 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { topics = KEYS[1], brokers = KEYS[2], clusters = KEYS[3], live = KEYS[4], deadlines = KEYS[5], filters = KEYS[6], ver = KEYS[7], kvns = KEYS[8] }
+local base = key_base(KEYS[1])
 --- @include "includes/brokers"
 
 local cluster, name, id, addr = ARGV[1], ARGV[2], ARGV[3], ARGV[4]

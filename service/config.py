@@ -1,30 +1,135 @@
-"""Settings: one frozen dataclass built from file < env (NAMESRV_*) < flags, validated at start.
+"""Settings: one typed, frozen dataclass built from file < env (NAMESRV_*) < flags, validated at start.
 
-Every setting is declared once in SETTINGS; the CLI, the `-p` printout, the Helm chart's ConfigMap test and
-the runtime `/v1/config` endpoint all read that table, so a name can never exist in one place only.
+Every setting is one field of `Settings` with its default, range and help written once; SETTINGS (the
+descriptors the CLI, `-p`, the Helm chart's tests and the config endpoint read) is derived from those fields,
+so a name or a default can never exist in one place only.
 """
-
-from __future__ import annotations
 
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 ENV_PREFIX = "NAMESRV_"
+ANY_CLUSTER = "*"
+MASK = "***"
+DEFAULT_BROKER_TIMEOUT_MS = 120_000  # RocketMQ's BrokerLiveInfo default (a broker may send its own)
+
+
+class ConfigError(ValueError):
+    """A setting has a bad value or an unknown name."""
+
+
+def _setting(default: Any, help: str, *, minimum: float | None = None, maximum: float | None = None,
+             choices: tuple[str, ...] | None = None, secret: bool = False, runtime: bool = False) -> Any:
+    """A Settings field: its default, help text and bounds, declared once."""
+    return field(default=default, metadata={"help": help, "minimum": minimum, "maximum": maximum,
+                                            "choices": choices, "secret": secret, "runtime": runtime})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The effective configuration. `runtime` settings can change while serving (PUT /v1/config, shared
+    through Redis); every other one is fixed at start."""
+
+    # --- process and network
+    host: str = _setting("0.0.0.0", "address the HTTP server binds")
+    port: int = _setting(8080, "HTTP port", minimum=1, maximum=65535)
+    workers: int = _setting(1, "worker processes sharing the ports (SO_REUSEPORT)", minimum=1, maximum=64)
+    advertised_addrs: str = _setting("", "host:port;host:port answered by /rocketmq/nsaddr (default: this "
+                                         "worker's native address)")
+    drain_grace_s: float = _setting(20.0, "seconds SIGTERM waits for in-flight requests (below k8s' 30 s)",
+                                    minimum=0, maximum=600)
+    max_body_bytes: int = _setting(64 * 1024 * 1024, "HTTP request body limit; admits a broker with 100 000 "
+                                                     "topics", minimum=1024, maximum=1024 * 1024 * 1024)
+    access_log: bool = _setting(False, "per-request access log (costs about 3x throughput)")
+    log_json: bool = _setting(False, "structured JSON log lines")
+    log_level: str = _setting("INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    # --- Redis
+    redis_url: str = _setting("", "redis://, rediss:// or unix:// URL; empty = embedded single-process "
+                                  "fakeredis")
+    redis_password: str = _setting("", "Redis password (overrides the URL's)", secret=True)
+    key_prefix: str = _setting("nsrv", "key prefix and hash tag: keys are {prefix}:...")
+    redis_connect_timeout_ms: int = _setting(500, "Redis connect timeout", minimum=10, maximum=60_000)
+    redis_socket_timeout_ms: int = _setting(500, "Redis command timeout", minimum=10, maximum=60_000)
+    redis_retries: int = _setting(2, "retries of a failed Redis call (exponential backoff)", minimum=0,
+                                  maximum=10)
+    # --- liveness and expiry
+    broker_timeout_ms: int = _setting(DEFAULT_BROKER_TIMEOUT_MS, "default broker heartbeat timeout",
+                                      minimum=1000, maximum=86_400_000, runtime=True)
+    scan_interval_ms: int = _setting(10_000, "expiry scan period", minimum=100, maximum=3_600_000)
+    scan_first_delay_ms: int = _setting(5_000, "delay before the first expiry scan", minimum=0,
+                                        maximum=3_600_000)
+    expire_batch: int = _setting(100, "brokers removed per expiry script call", minimum=1, maximum=1000)
+    # --- auth
+    broker_tokens: str = _setting("", "broker tokens, cluster-bound: clusterA:tok1,clusterB:tok2 (or *:tok)",
+                                  secret=True)
+    admin_token: str = _setting("", "admin token (delete topic, perms, KV writes, config)", secret=True)
+    read_token: str = _setting("", "optional token required for reads", secret=True)
+    # --- route cache
+    route_cache: bool = _setting(True, "worker-local cache of encoded routes, invalidated by change events")
+    route_cache_staleness_ms: int = _setting(1000, "upper bound on cache staleness if an event is missed",
+                                             minimum=10, maximum=60_000)
+    # --- snapshots and skew report
+    snapshot_interval_s: int = _setting(60, "snapshot period (one worker per tick cluster-wide); 0 = off",
+                                        minimum=0, maximum=86_400)
+    snapshot_retention_s: int = _setting(86_400, "how long snapshots are kept", minimum=60,
+                                         maximum=90 * 86_400)
+    # --- RocketMQ NamesrvConfig switches (runtime: shared through Redis)
+    order_message_enable: bool = _setting(False, "fill orderTopicConf from KV ORDER_TOPIC_CONFIG", runtime=True)
+    return_order_topic_config_to_broker: bool = _setting(True, "return ORDER_TOPIC_CONFIG on register",
+                                                         runtime=True)
+    delete_topic_with_broker_registration: bool = _setting(
+        False, "a registration that omits a topic removes that broker's queues of it", runtime=True)
+    support_acting_master: bool = _setting(False, "route pickup re-keys a slave as acting master", runtime=True)
+    enable_all_topic_list: bool = _setting(True, "serve the all-topic list", runtime=True)
+    enable_topic_list: bool = _setting(True, "serve the per-cluster and unit topic lists", runtime=True)
+    need_wait_for_service: bool = _setting(False, "answer routes 'not ready' for wait_seconds_for_service "
+                                                  "after start", runtime=True)
+    wait_seconds_for_service: int = _setting(45, "see need_wait_for_service", minimum=0, maximum=600,
+                                             runtime=True)
+
+    @property
+    def embedded(self) -> bool:
+        return not self.redis_url
+
+    def replace(self, **changes: Any) -> "Settings":
+        """A copy with some settings changed, each parsed and checked like any other source."""
+        for name in changes:
+            if name not in BY_NAME:
+                raise ConfigError(f"unknown setting {name!r}")
+        parsed = {name: parse_value(BY_NAME[name], raw) for name, raw in changes.items()}
+        out = replace(self, **parsed)
+        check_cross(out)
+        return out
+
+    def masked(self) -> dict[str, Any]:
+        """The effective config for printing: secrets shown as *** when set, URL passwords masked."""
+        return {s.name: s.shown(getattr(self, s.name)) for s in SETTINGS}
+
+    def as_properties(self) -> str:
+        """`-p` output: sorted NAMESRV_X=value lines, secrets masked, like NamesrvStartup -p."""
+        lines = []
+        for name, val in sorted(self.masked().items()):
+            text = str(val).lower() if isinstance(val, bool) else str(val)
+            lines.append(f"{BY_NAME[name].env}={text}")
+        return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
 class Setting:
+    """The descriptor of one Settings field."""
+
     name: str  # snake_case; env var is NAMESRV_<NAME>; RocketMQ camelCase alias accepted in files
     kind: type
     default: Any
     help: str
     secret: bool = False
-    runtime: bool = False  # may be changed at run time through PUT /v1/config (kept in Redis, shared)
-    minimum: int | None = None
-    maximum: int | None = None
+    runtime: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
     choices: tuple[str, ...] | None = None
 
     @property
@@ -36,69 +141,43 @@ class Setting:
         head, *rest = self.name.split("_")
         return head + "".join(p.title() for p in rest)
 
+    @property
+    def is_url(self) -> bool:
+        return self.name.endswith("_url")
 
-SETTINGS: tuple[Setting, ...] = (
-    # --- process and network
-    Setting("host", str, "0.0.0.0", "address the HTTP server binds"),
-    Setting("port", int, 8080, "HTTP port", minimum=1, maximum=65535),
-    Setting("workers", int, 1, "worker processes sharing the port (SO_REUSEPORT)", minimum=1, maximum=64),
-    Setting("advertised_addrs", str, "", "host:port;host:port answered by /rocketmq/nsaddr (default: this worker)"),
-    Setting("drain_grace_s", float, 20.0, "seconds SIGTERM waits for in-flight requests (below k8s' 30 s)"),
-    Setting("max_body_bytes", int, 64 * 1024 * 1024, "request body limit; admits a broker with 100 000 topics",
-            minimum=1024),
-    Setting("access_log", bool, False, "per-request access log (costs about 3x throughput)"),
-    Setting("log_json", bool, False, "structured JSON log lines"),
-    Setting("log_level", str, "INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
-    # --- Redis
-    Setting("redis_url", str, "", "redis:// or rediss:// URL; empty = embedded single-process fakeredis"),
-    Setting("redis_password", str, "", "Redis password (overrides the URL's)", secret=True),
-    Setting("key_prefix", str, "nsrv", "key prefix and hash tag: keys are {prefix}:..."),
-    Setting("redis_connect_timeout_ms", int, 500, "Redis connect timeout", minimum=10),
-    Setting("redis_socket_timeout_ms", int, 500, "Redis command timeout", minimum=10),
-    Setting("redis_retries", int, 2, "retries of a failed Redis call (exponential backoff)", minimum=0, maximum=10),
-    # --- liveness and expiry
-    Setting("broker_timeout_ms", int, 120_000, "default broker heartbeat timeout", minimum=1000, runtime=True),
-    Setting("scan_interval_ms", int, 10_000, "expiry scan period", minimum=100),
-    Setting("scan_first_delay_ms", int, 5_000, "delay before the first expiry scan", minimum=0),
-    Setting("expire_batch", int, 100, "brokers removed per expiry script call", minimum=1, maximum=1000),
-    # --- auth
-    Setting("broker_tokens", str, "", "broker tokens, cluster-bound: clusterA:tok1,clusterB:tok2 (or *:tok)",
-            secret=True),
-    Setting("admin_token", str, "", "admin token (delete topic, perms, KV writes, config)", secret=True),
-    Setting("read_token", str, "", "optional token required for reads", secret=True),
-    # --- route cache
-    Setting("route_cache", bool, True, "worker-local cache of encoded routes, invalidated by change events"),
-    Setting("route_cache_staleness_ms", int, 1000, "upper bound on cache staleness if an event is missed",
-            minimum=10),
-    # --- snapshots and skew report
-    Setting("snapshot_interval_s", int, 60, "snapshot period (one worker per tick cluster-wide); 0 = off",
-            minimum=0),
-    Setting("snapshot_retention_s", int, 86_400, "how long snapshots are kept", minimum=60),
-    # --- RocketMQ NamesrvConfig switches (runtime: shared through Redis)
-    Setting("order_message_enable", bool, False, "fill orderTopicConf from KV ORDER_TOPIC_CONFIG", runtime=True),
-    Setting("return_order_topic_config_to_broker", bool, True, "return ORDER_TOPIC_CONFIG on register",
-            runtime=True),
-    Setting("delete_topic_with_broker_registration", bool, False,
-            "a registration that omits a topic removes that broker's queues of it", runtime=True),
-    Setting("support_acting_master", bool, False, "route pickup re-keys a slave as acting master", runtime=True),
-    Setting("enable_all_topic_list", bool, True, "serve the all-topic list", runtime=True),
-    Setting("enable_topic_list", bool, True, "serve the per-cluster and unit topic lists", runtime=True),
-    Setting("need_wait_for_service", bool, False, "answer routes 503 for wait_seconds_for_service after start",
-            runtime=True),
-    Setting("wait_seconds_for_service", int, 45, "see need_wait_for_service", minimum=0, runtime=True),
+    def shown(self, value: Any) -> Any:
+        """The value as it may be printed or served: secrets as ***, URLs without their password."""
+        if self.secret and value:
+            return MASK
+        if self.is_url and value:
+            return mask_url(value)
+        return value
+
+    def range_text(self) -> str:
+        if self.choices:
+            return " | ".join(self.choices)
+        if self.minimum is None and self.maximum is None:
+            return ""
+        return f"{_num(self.minimum)}..{_num(self.maximum)}"
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return ""
+    return str(int(v)) if float(v).is_integer() else str(v)
+
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(name=f.name, kind=f.type, default=f.default, **f.metadata)  # type: ignore[arg-type]
+    for f in fields(Settings)
 )
-
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
-RUNTIME_NAMES = tuple(s.name for s in SETTINGS if s.runtime)
+RUNTIME_NAMES: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.runtime)
 # Keys the config endpoint must never accept, whatever spelling (cf. CVE-2023-37582).
 CONFIG_BLACKLIST = frozenset({"configblacklist", "configstorepath", "kvconfigpath", "rocketmqhome"})
 
 
-class ConfigError(ValueError):
-    """A setting has a bad value or an unknown name."""
-
-
-def _canonical(key: str) -> str | None:
+def canonical_name(key: str) -> str | None:
     """Map NAMESRV_FOO_BAR, foo_bar, foo-bar or fooBar to the setting name, or None."""
     k = key.strip()
     if k.upper().startswith(ENV_PREFIX):
@@ -112,9 +191,10 @@ def _canonical(key: str) -> str | None:
 
 def parse_value(setting: Setting, raw: Any) -> Any:
     """Turn a raw value (string from env/file/flag, or JSON value) into the setting's type, checked."""
+    val: Any
     if setting.kind is bool:
         if isinstance(raw, bool):
-            val: Any = raw
+            val = raw
         elif str(raw).strip().lower() in ("1", "true", "yes", "on"):
             val = True
         elif str(raw).strip().lower() in ("0", "false", "no", "off", ""):
@@ -122,23 +202,22 @@ def parse_value(setting: Setting, raw: Any) -> Any:
         else:
             raise ConfigError(f"{setting.name}: expected true/false, got {raw!r}")
     elif setting.kind is int:
-        if isinstance(raw, bool):
+        if isinstance(raw, bool) or not re.fullmatch(r"[+-]?[0-9]{1,18}", str(raw).strip()):
             raise ConfigError(f"{setting.name}: expected an integer, got {raw!r}")
-        try:
-            val = int(str(raw).strip())
-        except ValueError:
-            raise ConfigError(f"{setting.name}: expected an integer, got {raw!r}") from None
+        val = int(str(raw).strip())
     elif setting.kind is float:
         try:
             val = float(str(raw).strip())
         except ValueError:
             raise ConfigError(f"{setting.name}: expected a number, got {raw!r}") from None
+        if val != val or val in (float("inf"), float("-inf")):
+            raise ConfigError(f"{setting.name}: expected a finite number, got {raw!r}")
     else:
         val = str(raw).strip()
     if setting.minimum is not None and val < setting.minimum:
-        raise ConfigError(f"{setting.name}: {val} is below the minimum {setting.minimum}")
+        raise ConfigError(f"{setting.name}: {val} is below the minimum {_num(setting.minimum)}")
     if setting.maximum is not None and val > setting.maximum:
-        raise ConfigError(f"{setting.name}: {val} is above the maximum {setting.maximum}")
+        raise ConfigError(f"{setting.name}: {val} is above the maximum {_num(setting.maximum)}")
     if setting.choices is not None:
         val = val.upper()
         if val not in setting.choices:
@@ -161,41 +240,6 @@ def read_properties_file(path: str) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class Settings:
-    values: Mapping[str, Any] = field(default_factory=dict)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["values"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    @property
-    def embedded(self) -> bool:
-        return not self.values["redis_url"]
-
-    def replace(self, **changes: Any) -> Settings:
-        merged = dict(self.values)
-        for k, v in changes.items():
-            if k not in BY_NAME:
-                raise ConfigError(f"unknown setting {k!r}")
-            merged[k] = parse_value(BY_NAME[k], v)
-        return Settings(merged)
-
-    def masked(self) -> dict[str, Any]:
-        """The effective config for printing: secrets shown as *** when set."""
-        return {s.name: ("***" if s.secret and self.values[s.name] else self.values[s.name]) for s in SETTINGS}
-
-    def as_properties(self) -> str:
-        """`-p` output: sorted key=value lines, secrets masked, like NamesrvStartup -p."""
-        lines = []
-        for name, val in sorted(self.masked().items()):
-            text = str(val).lower() if isinstance(val, bool) else str(val)
-            lines.append(f"{BY_NAME[name].env}={text}")
-        return "\n".join(lines) + "\n"
-
-
 def load_settings(
     file: str | None = None,
     env: Mapping[str, str] | None = None,
@@ -203,10 +247,10 @@ def load_settings(
 ) -> Settings:
     """Build Settings with precedence flags > env > file > defaults; unknown file keys are an error."""
     env = os.environ if env is None else env
-    values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+    values: dict[str, Any] = {}
     if file:
         for key, raw in read_properties_file(file).items():
-            name = _canonical(key)
+            name = canonical_name(key)
             if name is None:
                 raise ConfigError(f"{file}: unknown setting {key!r}")
             values[name] = parse_value(BY_NAME[name], raw)
@@ -217,17 +261,44 @@ def load_settings(
         if raw is None:
             continue
         values[name] = parse_value(BY_NAME[name], raw)
-    _check_cross(values)
-    return Settings(values)
+    settings = Settings(**values)
+    check_cross(settings)
+    return settings
 
 
-def _check_cross(values: dict[str, Any]) -> None:
-    prefix = values["key_prefix"]
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", prefix):
+def check_cross(s: Settings) -> None:
+    """Checks that involve a value's syntax beyond its type."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", s.key_prefix):
         raise ConfigError("key_prefix: letters, digits, '_', '-', '.' only (1..64)")
-    url = values["redis_url"]
-    if url and not re.match(r"^(redis|rediss|unix)://", url):
+    if s.redis_url and not re.match(r"^(redis|rediss|unix)://", s.redis_url):
         raise ConfigError("redis_url: must start with redis://, rediss:// or unix://")
-    from service.auth import parse_broker_tokens  # local: auth imports config
+    parse_broker_tokens(s.broker_tokens)
 
-    parse_broker_tokens(values["broker_tokens"])
+
+def parse_broker_tokens(spec: str) -> list[tuple[str, str]]:
+    """`clusterA:tok1,clusterB:tok2` (a bare token or `*:tok` may write any cluster) → [(cluster, token)]."""
+    out: list[tuple[str, str]] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        cluster, sep, token = part.rpartition(":")
+        if not sep:
+            cluster, token = ANY_CLUSTER, part
+        if not token or len(token) < 8:
+            raise ConfigError("broker_tokens: every token needs at least 8 characters")
+        out.append((cluster or ANY_CLUSTER, token))
+    return out
+
+
+def mask_url(url: str) -> str:
+    """redis://user:secret@host:6379/0 -> redis://user:***@host:6379/0 (any scheme; no password: unchanged)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK
+    if parts.password is None and "@" not in parts.netloc:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    userinfo = f"{user}:{MASK}" if parts.password is not None else (MASK if not user else user)
+    return urlunsplit((parts.scheme, f"{userinfo}@{host}", parts.path, parts.query, parts.fragment))

@@ -1,12 +1,11 @@
-"""One error type carrying a stable code, RocketMQ's response code and an HTTP status.
-
-Lua scripts return negative codes; `from_script_code` turns them into these errors, so every front door
-(HTTP now, RocketMQ remoting later) reports the same failure the same way.
+"""The NameServer's errors: a small explicit hierarchy, each class carrying a stable code and the RocketMQ
+response code (reference §1). Transport statuses are not here: each front door maps these classes to its own
+(HTTP statuses in service/http/errors.py, remoting response codes straight from `rocketmq_code`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 # RocketMQ ResponseCode values (reference §1).
 RMQ_SUCCESS = 0
@@ -19,48 +18,137 @@ RMQ_QUERY_NOT_FOUND = 22
 
 
 class NamesrvError(Exception):
-    code = "SYSTEM_ERROR"
-    rocketmq_code = RMQ_SYSTEM_ERROR
-    http_status = 500
+    """Base: an unexpected failure inside the NameServer (SYSTEM_ERROR)."""
+
+    code: ClassVar[str] = "SYSTEM_ERROR"
+    rocketmq_code: ClassVar[int] = RMQ_SYSTEM_ERROR
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "rocketmqCode": self.rocketmq_code, "message": self.message}
         if self.details:
             body["details"] = self.details
         return body
 
 
-def _error(name: str, rocketmq_code: int, http_status: int) -> type[NamesrvError]:
-    return type(name, (NamesrvError,), {"code": _screaming(name), "rocketmq_code": rocketmq_code,
-                                        "http_status": http_status})
+# --- the request is wrong
 
 
-def _screaming(class_name: str) -> str:
-    out = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(class_name)).upper()
-    return out.removesuffix("_ERROR")
+class InvalidArgument(NamesrvError):
+    """A name, address, number or body that breaks the rules; nothing was written."""
+
+    code = "INVALID_ARGUMENT"
 
 
-InvalidArgument = _error("InvalidArgument", RMQ_SYSTEM_ERROR, 400)
-PayloadTooLarge = _error("PayloadTooLarge", RMQ_SYSTEM_ERROR, 413)
-Unauthorized = _error("Unauthorized", RMQ_NO_PERMISSION, 401)
-Forbidden = _error("Forbidden", RMQ_NO_PERMISSION, 403)
-NotFound = _error("NotFound", RMQ_REQUEST_CODE_NOT_SUPPORTED, 404)
-MethodNotAllowed = _error("MethodNotAllowed", RMQ_REQUEST_CODE_NOT_SUPPORTED, 405)
-TopicNotExist = _error("TopicNotExist", RMQ_TOPIC_NOT_EXIST, 404)
-QueryNotFound = _error("QueryNotFound", RMQ_QUERY_NOT_FOUND, 404)
-BrokerNotFound = _error("BrokerNotFound", RMQ_SYSTEM_ERROR, 404)
-BrokerNameConflict = _error("BrokerNameConflict", RMQ_SYSTEM_ERROR, 409)
-RegisterFailed = _error("RegisterFailed", RMQ_SYSTEM_ERROR, 409)
-Disabled = _error("Disabled", RMQ_SYSTEM_ERROR, 403)
-ConfigBlacklisted = _error("ConfigBlacklisted", RMQ_NO_PERMISSION, 403)
-NotReady = _error("NotReady", RMQ_SYSTEM_ERROR, 503)
-StoreUnavailable = _error("StoreUnavailable", RMQ_SYSTEM_BUSY, 503)
-ReportNotFound = _error("ReportNotFound", RMQ_QUERY_NOT_FOUND, 404)
+class PayloadTooLarge(InvalidArgument):
+    code = "PAYLOAD_TOO_LARGE"
+
+
+class Unsupported(NamesrvError):
+    """A request this door does not know (unknown request code, path or method)."""
+
+    code = "NOT_SUPPORTED"
+    rocketmq_code = RMQ_REQUEST_CODE_NOT_SUPPORTED
+
+
+# --- who may do it
+
+
+class Unauthorized(NamesrvError):
+    """No credential, or one nobody issued."""
+
+    code = "UNAUTHORIZED"
+    rocketmq_code = RMQ_NO_PERMISSION
+
+
+class Forbidden(NamesrvError):
+    """A valid credential of the wrong role or cluster."""
+
+    code = "FORBIDDEN"
+    rocketmq_code = RMQ_NO_PERMISSION
+
+
+class CrossClusterRefused(Forbidden):
+    """A cluster-bound broker credential reached into another cluster's topics or addresses."""
+
+    code = "CROSS_CLUSTER_REFUSED"
+
+
+class ConfigBlacklisted(Forbidden):
+    """A config key that must never be changed remotely (paths, secrets; cf. CVE-2023-37582)."""
+
+    code = "CONFIG_BLACKLISTED"
+
+
+class Disabled(NamesrvError):
+    """A feature switched off by a RocketMQ switch (enableAllTopicList, enableTopicList)."""
+
+    code = "DISABLED"
+
+
+# --- what the registry holds
+
+
+class TopicNotExist(NamesrvError):
+    code = "TOPIC_NOT_EXIST"
+    rocketmq_code = RMQ_TOPIC_NOT_EXIST
+
+
+class QueryNotFound(NamesrvError):
+    code = "QUERY_NOT_FOUND"
+    rocketmq_code = RMQ_QUERY_NOT_FOUND
+
+
+class ReportNotFound(QueryNotFound):
+    code = "REPORT_NOT_FOUND"
+
+
+class BrokerNotFound(NamesrvError):
+    code = "BROKER_NOT_FOUND"
+
+
+class Conflict(NamesrvError):
+    """The request contradicts what the registry holds; nothing was written."""
+
+    code = "CONFLICT"
+
+
+class BrokerNameConflict(Conflict):
+    code = "BROKER_NAME_CONFLICT"
+
+
+class RegisterFailed(Conflict):
+    code = "REGISTER_FAILED"
+
+
+# --- the service cannot answer now
+
+
+class Unavailable(NamesrvError):
+    """Retry later: the answer exists, the service cannot give it now."""
+
+    code = "UNAVAILABLE"
+
+
+class NotReady(Unavailable):
+    code = "NOT_READY"
+
+
+class StoreUnavailable(Unavailable):
+    """Redis is unreachable, loading or too slow (bounded timeouts: this comes fast)."""
+
+    code = "STORE_UNAVAILABLE"
+
+
+class Busy(Unavailable):
+    """Overloaded: shed rather than queue without bound."""
+
+    code = "SYSTEM_BUSY"
+    rocketmq_code = RMQ_SYSTEM_BUSY
 
 
 def from_script_code(code: int, detail: str = "") -> NamesrvError:
@@ -71,4 +159,10 @@ def from_script_code(code: int, detail: str = "") -> NamesrvError:
         return RegisterFailed("register broker failed: single-topic registration before the first full one")
     if code == -3:
         return BrokerNotFound(f"no broker named {detail!r} is registered", brokerName=detail)
+    if code == -4:
+        return CrossClusterRefused(f"topic {detail!r} has queues only on brokers of other clusters; this "
+                                   "credential may not add its broker to it", topic=detail)
+    if code == -5:
+        return CrossClusterRefused(f"address {detail!r} is held by a live broker of another cluster",
+                                   brokerAddr=detail)
     return NamesrvError(f"unexpected script code {code}")

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest  # noqa: I001
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from service.core.route_cache import RouteCache
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -31,7 +35,11 @@ class Metrics:
         self.cache_misses = Gauge("namesrv_route_cache_misses", "route cache misses since start", registry=r)
         self.cache_hit_ratio = Gauge("namesrv_route_cache_hit_ratio", "route cache hit ratio since start",
                                      registry=r)
-        self.cache_entries = Gauge("namesrv_route_cache_entries", "routes cached in this worker", registry=r)
+        self.cache_entries = Gauge("namesrv_route_cache_entries", "routes (and absent topics) cached in this "
+                                   "worker", registry=r)
+        self.cache_bytes = Gauge("namesrv_route_cache_bytes", "bytes the route cache accounts for", registry=r)
+        self.cache_evictions = Gauge("namesrv_route_cache_evictions", "entries evicted by the cache bounds since "
+                                     "start", registry=r)
         self._hb_known = self.heartbeats.labels(known="true")
         self._hb_unknown = self.heartbeats.labels(known="false")
         self.snapshots = Counter("namesrv_snapshots_total", "snapshots taken by this worker", registry=r)
@@ -42,7 +50,15 @@ class Metrics:
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http.observe(route, method, status, seconds)
 
-    def render(self) -> bytes:
+    def render(self, cache: RouteCache | None = None) -> bytes:
+        if cache is not None:
+            self.cache_hits.set(cache.hits)
+            self.cache_misses.set(cache.misses)
+            total = cache.hits + cache.misses
+            self.cache_hit_ratio.set(cache.hits / total if total else 0.0)
+            self.cache_entries.set(len(cache))
+            self.cache_bytes.set(cache.bytes)
+            self.cache_evictions.set(cache.evictions)
         return generate_latest(self.registry)
 
 

@@ -1,7 +1,11 @@
-"""Request and reply shapes with RocketMQ's JSON field names, and the validators for them. No I/O.
+"""RocketMQ's data types (TopicRouteData, ClusterInfo, RegisterBrokerResult, KV tables, ...) and the
+validators that build them. No I/O, no wire format.
 
-Parsing is strict (RocketMQ name rules, `host:port`, numeric ranges, required fields) so that a bad request
-is refused before anything reaches the store, whatever the front door.
+Validation is strict and the same for every front door: names by full match (a trailing newline is not a
+name), addresses `host:port` with ASCII digits, numbers of the declared type and range. A door whose wire
+carries text (RocketMQ's extFields) converts with `int_text`/`bool_text` first, then calls the same builders.
+`to_dict()` gives RocketMQ's field names, with int keys where Java has Long keys (`brokerAddrs`); each door
+encodes that its own way (standard JSON, fastjson).
 """
 
 from __future__ import annotations
@@ -10,20 +14,35 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.config import DEFAULT_BROKER_TIMEOUT_MS
 from service.errors import InvalidArgument
 
-TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")  # RocketMQ TopicValidator
-NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]+$")  # cluster and broker names
-KV_RE = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces
-HOST_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9_.-]+)$")
+TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]+")  # RocketMQ TopicValidator (full match)
+NAME_RE = re.compile(r"[a-zA-Z0-9_.-]+")  # cluster and broker names
+KV_RE = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
+HOST_RE = re.compile(r"\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9_.-]+")
+PORT_RE = re.compile(r"[0-9]{1,5}")
+INT_TEXT_RE = re.compile(r"-?[0-9]{1,19}")
 MAX_NAME = 127
 MAX_KV_NAME = 255
 MAX_KV_VALUE = 64 * 1024
 MAX_ID = 2**53 - 1
 MAX_QUEUES = 65_535
 MAX_INT32 = 2**31 - 1
+MAX_INT64 = 2**63 - 1
 PERM_WRITE, PERM_READ = 2, 4
 SYNC_MEMBER_TOPIC_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
+# TopicValidator's system topics: every broker of every cluster registers them, so the cross-cluster rule
+# (service/core/access.py) does not apply to them.
+SYSTEM_TOPICS = frozenset({
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 # ---------------------------------------------------------------- validators
@@ -37,7 +56,7 @@ def topic_name(value: Any, field_name: str = "topic") -> str:
         raise _bad(field_name, "required, a non-empty string")
     if len(value) > MAX_NAME:
         raise _bad(field_name, f"longer than {MAX_NAME} characters")
-    if not TOPIC_RE.match(value):
+    if not TOPIC_RE.fullmatch(value):
         raise _bad(field_name, "only letters, digits, '%', '|', '_' and '-' are allowed")
     return value
 
@@ -47,7 +66,7 @@ def entity_name(value: Any, field_name: str) -> str:
         raise _bad(field_name, "required, a non-empty string")
     if len(value) > MAX_NAME:
         raise _bad(field_name, f"longer than {MAX_NAME} characters")
-    if not NAME_RE.match(value):
+    if not NAME_RE.fullmatch(value):
         raise _bad(field_name, "only letters, digits, '_', '-' and '.' are allowed")
     return value
 
@@ -55,7 +74,7 @@ def entity_name(value: Any, field_name: str) -> str:
 def kv_name(value: Any, field_name: str) -> str:
     if not isinstance(value, str) or not value:
         raise _bad(field_name, "required, a non-empty string")
-    if len(value) > MAX_KV_NAME or not KV_RE.match(value):
+    if len(value) > MAX_KV_NAME or not KV_RE.fullmatch(value):
         raise _bad(field_name, f"printable ASCII without spaces, at most {MAX_KV_NAME} characters")
     return value
 
@@ -69,10 +88,11 @@ def kv_value(value: Any, field_name: str = "value") -> str:
 
 
 def address(value: Any, field_name: str) -> str:
+    """`host:port`: a DNS name, IPv4 or [IPv6] host, and an ASCII-decimal port in 1..65535."""
     if not isinstance(value, str) or not value:
         raise _bad(field_name, "required, host:port")
     host, sep, port = value.rpartition(":")
-    if not sep or not host or len(value) > 255 or not HOST_RE.match(host) or not port.isdigit():
+    if not sep or not host or len(value) > 255 or not HOST_RE.fullmatch(host) or not PORT_RE.fullmatch(port):
         raise _bad(field_name, f"{value!r} is not host:port")
     if not 1 <= int(port) <= 65535:
         raise _bad(field_name, f"port {port} is out of range 1..65535")
@@ -80,26 +100,39 @@ def address(value: Any, field_name: str) -> str:
 
 
 def integer(value: Any, field_name: str, lo: int, hi: int, default: int | None = None) -> int:
+    """A JSON integer (not a string, not a boolean) in lo..hi; `default` when absent."""
     if value is None and default is not None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value):
-            value = int(value)
-        else:
-            raise _bad(field_name, f"required, an integer in {lo}..{hi}")
+        raise _bad(field_name, f"required, an integer in {lo}..{hi}")
     if not lo <= value <= hi:
         raise _bad(field_name, f"{value} is out of range {lo}..{hi}")
     return value
 
 
 def boolean(value: Any, field_name: str) -> bool | None:
+    """A JSON boolean, or None when absent."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise _bad(field_name, "a boolean (true or false)")
+
+
+def int_text(value: str | None, field_name: str) -> int | None:
+    """A text-carried integer (RocketMQ extFields): ASCII decimal only; None stays None."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise _bad(field_name, "a boolean")
+    if not isinstance(value, str) or not INT_TEXT_RE.fullmatch(value):
+        raise _bad(field_name, f"{value!r} is not a decimal integer")
+    return int(value)
+
+
+def bool_text(value: str | None, field_name: str) -> bool | None:
+    """A text-carried boolean, as Java's Boolean.parseBoolean reads it (anything but 'true' is false)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad(field_name, "a boolean")
+    return value.lower() == "true"
 
 
 def obj(value: Any, field_name: str) -> dict[str, Any]:
@@ -110,7 +143,7 @@ def obj(value: Any, field_name: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- data shapes
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DataVersion:
     timestamp: int = 0
     counter: int = 0
@@ -124,21 +157,21 @@ class DataVersion:
         t, c, s = text.split(",")
         return cls(int(t), int(c), int(s))
 
-    def to_json(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int]:
         return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
 
     @classmethod
     def parse(cls, value: Any, field_name: str = "dataVersion") -> DataVersion:
         d = obj(value, field_name)
         return cls(
-            timestamp=integer(d.get("timestamp"), f"{field_name}.timestamp", 0, 2**63 - 1, default=0),
-            counter=integer(d.get("counter"), f"{field_name}.counter", 0, 2**63 - 1, default=0),
-            state_version=integer(d.get("stateVersion"), f"{field_name}.stateVersion", -(2**63), 2**63 - 1,
-                                  default=0),
+            timestamp=integer(d.get("timestamp"), f"{field_name}.timestamp", 0, MAX_INT64, default=0),
+            counter=integer(d.get("counter"), f"{field_name}.counter", 0, MAX_INT64, default=0),
+            state_version=integer(d.get("stateVersion"), f"{field_name}.stateVersion", -MAX_INT64 - 1,
+                                  MAX_INT64, default=0),
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopicConfig:
     read_queue_nums: int = 16
     write_queue_nums: int = 16
@@ -158,7 +191,7 @@ class TopicConfig:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueueData:
     broker_name: str
     read_queue_nums: int
@@ -174,7 +207,7 @@ class QueueData:
         r, w, p, s = (int(x) for x in text.split(","))
         return cls(broker_name, r, w, p, s)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
                 "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
 
@@ -190,7 +223,7 @@ class QueueData:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerData:
     cluster: str
     broker_name: str
@@ -198,9 +231,9 @@ class BrokerData:
     enable_acting_master: bool = False
     zone_name: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
+            "brokerAddrs": dict(sorted(self.broker_addrs.items())),
             "brokerName": self.broker_name,
             "cluster": self.cluster,
             "enableActingMaster": self.enable_acting_master,
@@ -210,37 +243,83 @@ class BrokerData:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopicRouteData:
     queue_datas: list[QueueData]
     broker_datas: list[BrokerData]
     filter_server_table: dict[str, list[str]] = field(default_factory=dict)
     order_topic_conf: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "brokerDatas": [b.to_json() for b in self.broker_datas],
+            "brokerDatas": [b.to_dict() for b in self.broker_datas],
             "filterServerTable": self.filter_server_table,
-            "queueDatas": [q.to_json() for q in self.queue_datas],
+            "queueDatas": [q.to_dict() for q in self.queue_datas],
         }
         if self.order_topic_conf:
             out["orderTopicConf"] = self.order_topic_conf
         return out
 
+    def in_zone(self, zone: str) -> TopicRouteData:
+        """ZoneRouteRPCHook: keep brokers of `zone` (case-insensitive) and brokers whose master is down
+        ("break nearby"), drop the queue data and filter servers of the others."""
+        z = zone.lower()
+        kept = [b for b in self.broker_datas
+                if b.broker_addrs and ((b.zone_name or "").lower() == z or 0 not in b.broker_addrs)]
+        names = {b.broker_name for b in kept}
+        addrs = {a for b in kept for a in b.broker_addrs.values()}
+        return TopicRouteData(
+            queue_datas=[q for q in self.queue_datas if q.broker_name in names],
+            broker_datas=kept,
+            filter_server_table={a: f for a, f in self.filter_server_table.items() if a in addrs},
+            order_topic_conf=self.order_topic_conf,
+        )
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class ClusterInfo:
     broker_addr_table: dict[str, BrokerData]
     cluster_addr_table: dict[str, list[str]]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
-            "brokerAddrTable": {k: v.to_json() for k, v in sorted(self.broker_addr_table.items())},
+            "brokerAddrTable": {k: v.to_dict() for k, v in sorted(self.broker_addr_table.items())},
             "clusterAddrTable": {k: sorted(v) for k, v in sorted(self.cluster_addr_table.items())},
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class TopicList:
+    topics: list[str]
+    broker_addr: str | None = None  # only GET_SYSTEM_TOPIC_LIST_FROM_NS (304) carries one
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"topicList": self.topics}
+        if self.broker_addr:
+            out["brokerAddr"] = self.broker_addr
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerMemberGroup:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"brokerMemberGroup": {"brokerAddrs": dict(sorted(self.broker_addrs.items())),
+                                      "brokerName": self.broker_name, "cluster": self.cluster}}
+
+
+@dataclass(frozen=True, slots=True)
+class KvTable:
+    table: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table}
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterBroker:
     cluster: str
     broker_name: str
@@ -270,6 +349,7 @@ class RegisterBroker:
             fsl = [address(a, "filterServerList[]") for a in fsl]
         ha = d.get("haServerAddr")
         zone = d.get("zoneName")
+        timeout = d.get("heartbeatTimeoutMillis")
         return cls(
             cluster=entity_name(d.get("clusterName"), "clusterName"),
             broker_name=entity_name(d.get("brokerName"), "brokerName"),
@@ -280,13 +360,17 @@ class RegisterBroker:
             data_version=DataVersion.parse(d.get("dataVersion", {}) or {}),
             zone_name=entity_name(zone, "zoneName") if zone is not None else None,
             enable_acting_master=boolean(d.get("enableActingMaster"), "enableActingMaster"),
-            heartbeat_timeout_ms=integer(d.get("heartbeatTimeoutMillis"), "heartbeatTimeoutMillis",
-                                         1000, 86_400_000) if d.get("heartbeatTimeoutMillis") is not None else None,
+            heartbeat_timeout_ms=integer(timeout, "heartbeatTimeoutMillis", 1000, 86_400_000)
+            if timeout is not None else None,
             filter_server_list=fsl,
         )
 
+    @property
+    def identity(self) -> BrokerIdentity:
+        return BrokerIdentity(self.cluster, self.broker_name, self.broker_id, self.broker_addr)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class BrokerIdentity:
     """The four header fields of UNREGISTER_BROKER / QUERY_DATA_VERSION / BROKER_HEARTBEAT."""
 
@@ -306,8 +390,8 @@ class BrokerIdentity:
         )
 
 
-@dataclass(frozen=True)
-class RegisterResult:
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerResult:
     ha_server_addr: str | None
     master_addr: str | None
     kv_table: dict[str, str] | None
@@ -315,25 +399,61 @@ class RegisterResult:
     changed_topics: int = 0
     register_first: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"haServerAddr": self.ha_server_addr, "masterAddr": self.master_addr,
                 "kvTable": {"table": self.kv_table} if self.kv_table is not None else None}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HeartbeatResult:
     changed: bool
     data_version: DataVersion | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"changed": self.changed,
-                "dataVersion": self.data_version.to_json() if self.data_version else None}
+                "dataVersion": self.data_version.to_dict() if self.data_version else None}
 
 
-@dataclass(frozen=True)
+UNREGISTER_RESULTS = {0: "unknown", 1: "removed", 2: "reduced"}
+
+
+@dataclass(frozen=True, slots=True)
 class ExpireResult:
     expired: list[tuple[str, str, str]]  # (cluster, brokerAddr, brokerName)
     more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBroker:
+    """One brokerLiveTable entry as an operator sees it."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    last_heartbeat_ms: int  # Redis clock
+    heartbeat_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS
+    data_version: DataVersion | None = None
+    ha_server_addr: str | None = None
+    topic_count: int = 0
+
+    def to_dict(self, now_ms: int | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "cluster": self.cluster, "brokerName": self.broker_name, "brokerId": self.broker_id,
+            "brokerAddr": self.broker_addr, "haServerAddr": self.ha_server_addr,
+            "lastHeartbeat": self.last_heartbeat_ms, "heartbeatTimeoutMillis": self.heartbeat_timeout_ms,
+            "dataVersion": self.data_version.to_dict() if self.data_version else None,
+            "topicCount": self.topic_count,
+        }
+        if now_ms is not None:
+            out["ageMillis"] = max(0, now_ms - self.last_heartbeat_ms)
+        return out
+
+    def to_snapshot_dict(self) -> dict[str, Any]:
+        """The manifest's broker row (read by the skew job)."""
+        return {"cluster": self.cluster, "brokerName": self.broker_name, "brokerId": self.broker_id,
+                "brokerAddr": self.broker_addr, "lastHeartbeat": self.last_heartbeat_ms,
+                "heartbeatTimeoutMillis": self.heartbeat_timeout_ms}
 
 
 def parse_queue_datas(body: Any) -> list[QueueData]:

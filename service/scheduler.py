@@ -9,70 +9,63 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from service.config import Settings
-from service.metrics import Metrics
-from service.snapshot import acquire_lease, take_snapshot
-from service.store import RouteStore
+from service.core import NameServer
+from service.errors import NamesrvError
 
 log = logging.getLogger(__name__)
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
 
-async def expiry_scan(store: RouteStore, metrics: Metrics, batch: int) -> int:
-    """Expire every broker past its timeout, one bounded script call after another."""
-    started = time.perf_counter()
-    res = await store.expire_all(batch=batch)
-    metrics.scan_seconds.observe(time.perf_counter() - started)
-    for cluster, addr, name in res.expired:
-        log.warning("broker expired: cluster=%s brokerName=%s brokerAddr=%s", cluster, name, addr)
-    metrics.expirations.inc(len(res.expired))
-    return len(res.expired)
+async def expiry_scan(ns: NameServer) -> int:
+    return len(await ns.expire_due())
 
 
-async def snapshot_tick(store: RouteStore, metrics: Metrics, interval_s: int, retention_s: int) -> str | None:
-    if not await acquire_lease(store, "snapshot", int(interval_s * 1000 * 0.9), WORKER_ID):
+async def snapshot_tick(ns: NameServer) -> str | None:
+    """Take a snapshot if this worker wins this tick's lease (one per tick cluster-wide)."""
+    s = ns.base_settings
+    if not await ns.snapshots.acquire_lease("snapshot", int(s.snapshot_interval_s * 1000 * 0.9), WORKER_ID):
         return None
-    snap_id = await take_snapshot(store, retention_s)
-    metrics.snapshots.inc()
-    return snap_id
+    info = await ns.snapshots.take(s.snapshot_retention_s)
+    ns.metrics.snapshots.inc()
+    return info.snap_id
 
 
-async def refresh_gauges(store: RouteStore, metrics: Metrics) -> None:
-    stats = await store.stats()
-    metrics.live_brokers.set(stats["liveBrokers"])
-    metrics.topics.set(stats["topics"])
+async def refresh_gauges(ns: NameServer) -> None:
+    stats = await ns.store.stats()
+    ns.metrics.live_brokers.set(stats["liveBrokers"])
+    ns.metrics.topics.set(stats["topics"])
 
 
-def _safe(job, name: str, metrics: Metrics):
-    async def run(*args):
+def _safe(job: Callable[[NameServer], Awaitable[Any]], name: str) -> Callable[[NameServer], Awaitable[Any]]:
+    async def run(ns: NameServer) -> Any:
         try:
-            return await job(*args)
-        except Exception as exc:  # Redis outage: log, count, try again next tick
-            metrics.redis_errors.labels(kind=type(exc).__name__).inc()
-            log.warning("%s failed: %s", name, exc)
-            return None
+            return await job(ns)
+        except NamesrvError as exc:  # Redis outage: log, count, try again next tick
+            ns.metrics.redis_errors.labels(kind=exc.code).inc()
+            log.warning("%s failed: %s", name, exc.message)
+        except Exception:
+            log.exception("%s failed", name)
+        return None
 
     run.__name__ = name
     return run
 
 
-def build_scheduler(settings: Settings, store: RouteStore, metrics: Metrics) -> AsyncIOScheduler:
+def build_scheduler(ns: NameServer) -> AsyncIOScheduler:
+    s = ns.base_settings
     sched = AsyncIOScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
     now = datetime.now()
-    sched.add_job(_safe(expiry_scan, "expiry_scan", metrics), "interval",
-                  args=[store, metrics, settings.expire_batch],
-                  seconds=settings.scan_interval_ms / 1000,
-                  next_run_time=now + timedelta(milliseconds=settings.scan_first_delay_ms), id="expiry_scan")
-    if settings.snapshot_interval_s > 0:
-        sched.add_job(_safe(snapshot_tick, "snapshot", metrics), "interval",
-                      args=[store, metrics, settings.snapshot_interval_s, settings.snapshot_retention_s],
-                      seconds=settings.snapshot_interval_s,
-                      next_run_time=now + timedelta(seconds=min(10, settings.snapshot_interval_s)), id="snapshot")
-    sched.add_job(_safe(refresh_gauges, "gauges", metrics), "interval", args=[store, metrics], seconds=5,
-                  next_run_time=now, id="gauges")
+    sched.add_job(_safe(expiry_scan, "expiry_scan"), "interval", args=[ns], seconds=s.scan_interval_ms / 1000,
+                  next_run_time=now + timedelta(milliseconds=s.scan_first_delay_ms), id="expiry_scan")
+    if s.snapshot_interval_s > 0:
+        sched.add_job(_safe(snapshot_tick, "snapshot"), "interval", args=[ns], seconds=s.snapshot_interval_s,
+                      next_run_time=now + timedelta(seconds=min(10, s.snapshot_interval_s)), id="snapshot")
+    sched.add_job(_safe(refresh_gauges, "gauges"), "interval", args=[ns], seconds=5, next_run_time=now,
+                  id="gauges")
     return sched

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from service.keys import Keys
+from service.store.keys import Keys
 
 
 async def read_tables(redis, prefix: str) -> dict:
@@ -66,3 +66,10 @@ async def check_invariants(redis, prefix: str) -> None:
     assert len(addr_members) == len(set(addr_members)), "an address serves two ids or two brokers in a cluster"
     assert set(addr_members) == set(t["live"]), "live entries != broker addresses"
     assert set(t["live"]) == set(t["deadlines"]) == t["live_info"], "live != deadlines != live info"
+
+
+def jsonable(obj):
+    """A model as the HTTP door serves it: to_dict() through standard JSON (int keys become strings)."""
+    import orjson
+
+    return orjson.loads(orjson.dumps(obj.to_dict(), option=orjson.OPT_NON_STR_KEYS))

@@ -1,44 +1,42 @@
-"""HTTP handlers of API v1: thin — parse and validate, call the store, encode the reply."""
+"""HTTP handlers of API v1: parse the request, call the core, encode the reply (standard JSON, string keys)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from service.auth import ANY_CLUSTER, Principal
-from service.config import BY_NAME, CONFIG_BLACKLIST, ConfigError, _canonical, parse_value
-from service.errors import (
-    ConfigBlacklisted,
-    Disabled,
-    Forbidden,
-    InvalidArgument,
-    NotReady,
-    ReportNotFound,
-    TopicNotExist,
-)
-from service.http.context import CACHE, HEARTBEATS, METRICS, RUNTIME, SETTINGS, STORE, Runtime
-from service.models import (
-    BrokerIdentity,
-    DataVersion,
-    RegisterBroker,
-    entity_name,
-    kv_name,
-    kv_value,
-    obj,
-    parse_queue_datas,
-    topic_name,
-)
+from service.core import ANONYMOUS, NameServer, Principal
+from service.errors import InvalidArgument, TopicNotExist, Unauthorized
+from service.models import TopicRouteData, obj
 
-PRINCIPAL = web.RequestKey("principal", Principal)
-ANONYMOUS = Principal("anonymous")
+NS = web.AppKey("nameserver", NameServer)
 JSON = "application/json"
+ROUTE_VARIANT = "http"  # the route cache keeps this door's encoding under this name
 
 
 def reply(data: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(data), status=status, content_type=JSON)
+    return web.Response(body=orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS), status=status, content_type=JSON)
+
+
+def encode_route(route: TopicRouteData) -> bytes:
+    return orjson.dumps(route.to_dict(), option=orjson.OPT_NON_STR_KEYS)
+
+
+def principal(request: web.Request) -> Principal:
+    """The caller, from `Authorization: Bearer <token>`; the core decides what it may do."""
+    access = request.app[NS].access
+    header = request.headers.get("Authorization")
+    if header is None or access.open_mode:
+        return ANONYMOUS
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise Unauthorized("Authorization must be 'Bearer <token>'")
+    who = access.identify_token(value.strip())
+    if who is None:
+        raise Unauthorized("unknown token")
+    return who
 
 
 async def read_json(request: web.Request) -> Any:
@@ -51,220 +49,143 @@ async def read_json(request: web.Request) -> Any:
         raise InvalidArgument(f"body: invalid JSON ({exc})") from None
 
 
-def require_cluster(request: web.Request, cluster: str) -> None:
-    """A cluster-bound broker token may only write its own cluster."""
-    p: Principal = request.get(PRINCIPAL, ANONYMOUS)
-    if p.role == "broker" and p.cluster not in (ANY_CLUSTER, cluster):
-        raise Forbidden(f"this broker token may not write cluster {cluster!r}")
-
-
 # ------------------------------------------------------------------ brokers
 
 async def register_broker(request: web.Request) -> web.Response:
-    req = RegisterBroker.parse(await read_json(request))
-    require_cluster(request, req.cluster)
-    rt = request.app[RUNTIME]
-    metrics = request.app[METRICS]
-    try:
-        res = await request.app[STORE].register_broker(
-            req, default_timeout_ms=rt.broker_timeout_ms,
-            delete_topic_with_broker_registration=rt.delete_topic_with_broker_registration,
-            return_order_topic_config=rt.return_order_topic_config_to_broker)
-    except Exception as exc:
-        metrics.registrations.labels(result=getattr(exc, "code", "error")).inc()
-        raise
-    metrics.registrations.labels(result="fenced" if res.fenced else "ok").inc()
-    return reply(res.to_json())
+    who = principal(request)
+    res = await request.app[NS].register_broker(who, obj(await read_json(request), "body"))
+    return reply(res.to_dict())
 
 
 async def heartbeat(request: web.Request) -> web.Response:
-    body = obj(await read_json(request), "body")
-    ident = BrokerIdentity.parse(body)
-    require_cluster(request, ident.cluster)
-    dv = DataVersion.parse(body["dataVersion"]) if body.get("dataVersion") is not None else None
-    res = await request.app[HEARTBEATS].submit((ident.cluster, ident.broker_addr, dv))
-    request.app[METRICS].heartbeat(res.data_version is not None)
-    return reply(res.to_json())
+    who = principal(request)
+    res = await request.app[NS].heartbeat(who, obj(await read_json(request), "body"))
+    return reply(res.to_dict())
 
 
 async def unregister_broker(request: web.Request) -> web.Response:
-    ident = BrokerIdentity.parse(await read_json(request))
-    require_cluster(request, ident.cluster)
-    res = await request.app[STORE].unregister_broker(ident)
-    request.app[METRICS].unregistrations.inc()
-    return reply({"result": {0: "unknown", 1: "removed", 2: "reduced"}[res]})
+    who = principal(request)
+    return reply({"result": await request.app[NS].unregister_broker(who, obj(await read_json(request), "body"))})
+
+
+async def live_brokers(request: web.Request) -> web.Response:
+    now, brokers = await request.app[NS].live_brokers(principal(request), request.query.get("cluster"))
+    return reply({"now": now, "brokers": [b.to_dict(now) for b in brokers]})
 
 
 # ------------------------------------------------------------------ reads
 
 async def topic_route(request: web.Request) -> web.Response:
-    """The hot path: a cache hit costs one dict lookup; the topic is validated before Redis is asked."""
+    """The hot path: a cache hit is one dict lookup returning bytes already encoded for this door.
+    `?zoneName=Z&zoneMode=true` filters as RocketMQ's ZoneRouteRPCHook does."""
     topic = request.match_info["topic"]
-    app = request.app
-    rt = app[RUNTIME]
-    if rt.need_wait_for_service and rt.started + rt.wait_seconds_for_service > time.monotonic():
-        raise NotReady("name server not ready")
-    cache = app[CACHE]
-    hit = cache.lookup(topic)
-    if hit is None:
-        hit = await cache.fill(topic, lambda: _read_route(app, rt, topic))
-    return web.Response(body=hit[1], status=hit[0], content_type=JSON)
-
-
-async def _read_route(app: web.Application, rt: Runtime, topic: str) -> tuple[int, bytes]:
-    topic_name(topic)
-    route = await app[STORE].get_route(topic, support_acting_master=rt.support_acting_master,
-                                       order_message_enable=rt.order_message_enable)
-    if route is None:
-        return 404, orjson.dumps(TopicNotExist(f"No topic route info in name server for the topic: {topic}").to_json())
-    return 200, orjson.dumps(route.to_json())
+    ns = request.app[NS]
+    who = principal(request)
+    entry = ns.cached_route(who, topic)
+    if entry is None:
+        entry = await ns.route(who, topic)
+    if entry.route is None:
+        raise TopicNotExist(f"No topic route info in name server for the topic: {topic}")
+    if request.query_string:
+        q = request.query
+        zone = ns.zone_filter(q.get("zoneMode"), q.get("zoneName"))
+        if zone is not None:
+            return web.Response(body=ns.encoded_route(topic, entry, ROUTE_VARIANT, encode_route, zone),
+                                content_type=JSON)
+    body = entry.encoded.get(ROUTE_VARIANT) or ns.routes.encoding(topic, entry, ROUTE_VARIANT, encode_route)
+    return web.Response(body=body, content_type=JSON)
 
 
 async def cluster_info(request: web.Request) -> web.Response:
-    return reply((await request.app[STORE].cluster_info()).to_json())
+    return reply((await request.app[NS].cluster_info(principal(request))).to_dict())
 
 
 async def all_topics(request: web.Request) -> web.Response:
-    if not request.app[RUNTIME].enable_all_topic_list:
-        raise Disabled("disable: the all-topic list is switched off (enableAllTopicList=false)")
-    return reply({"topicList": await request.app[STORE].topic_list("all")})
-
-
-def _topic_list_enabled(request: web.Request) -> None:
-    if not request.app[RUNTIME].enable_topic_list:
-        raise Disabled("disable: topic lists are switched off (enableTopicList=false)")
+    return reply((await request.app[NS].topic_list(principal(request), "all")).to_dict())
 
 
 async def cluster_topics(request: web.Request) -> web.Response:
-    _topic_list_enabled(request)
-    cluster = entity_name(request.match_info["cluster"], "cluster")
-    return reply({"topicList": await request.app[STORE].cluster_topics(cluster)})
+    ns, cluster = request.app[NS], request.match_info["cluster"]
+    return reply((await ns.topic_list(principal(request), "cluster", cluster)).to_dict())
 
 
 async def system_topics(request: web.Request) -> web.Response:
-    names, addr = await request.app[STORE].system_topic_list()
-    out: dict[str, Any] = {"topicList": names}
-    if addr:
-        out["brokerAddr"] = addr
-    return reply(out)
+    return reply((await request.app[NS].topic_list(principal(request), "system")).to_dict())
 
 
-def _unit_list(mode: str):
-    async def handler(request: web.Request) -> web.Response:
-        _topic_list_enabled(request)
-        return reply({"topicList": await request.app[STORE].topic_list(mode)})
-
-    handler.__name__ = f"topics_{mode.replace('-', '_')}"
-    return handler
+async def unit_topics(request: web.Request) -> web.Response:
+    return reply((await request.app[NS].topic_list(principal(request), "unit")).to_dict())
 
 
-unit_topics = _unit_list("unit")
-unit_sub_topics = _unit_list("unitsub")
-unit_sub_ununit_topics = _unit_list("unitsub-ununit")
+async def unit_sub_topics(request: web.Request) -> web.Response:
+    return reply((await request.app[NS].topic_list(principal(request), "unitsub")).to_dict())
+
+
+async def unit_sub_ununit_topics(request: web.Request) -> web.Response:
+    return reply((await request.app[NS].topic_list(principal(request), "unitsub-ununit")).to_dict())
 
 
 async def member_group(request: web.Request) -> web.Response:
-    cluster = entity_name(request.match_info["cluster"], "cluster")
-    name = entity_name(request.match_info["brokerName"], "brokerName")
-    addrs = await request.app[STORE].member_group(cluster, name)
-    return reply({"brokerMemberGroup": {"brokerAddrs": {str(k): v for k, v in sorted(addrs.items())},
-                                        "brokerName": name, "cluster": cluster}})
+    m = request.match_info
+    group = await request.app[NS].member_group(principal(request), m["cluster"], m["brokerName"])
+    return reply(group.to_dict())
 
 
 # ------------------------------------------------------------------ admin
 
 async def delete_topic(request: web.Request) -> web.Response:
-    topic = topic_name(request.match_info["topic"])
-    cluster = request.query.get("cluster")
-    if cluster is not None:
-        entity_name(cluster, "cluster")
-    n = await request.app[STORE].delete_topic(topic, cluster)
+    topic, cluster = request.match_info["topic"], request.query.get("cluster")
+    n = await request.app[NS].delete_topic(principal(request), topic, cluster)
     return reply({"topic": topic, "cluster": cluster, "removedQueueDatas": n})
 
 
 async def put_topic_route(request: web.Request) -> web.Response:
-    topic = topic_name(request.match_info["topic"])
-    qds = parse_queue_datas(await read_json(request))
-    n = await request.app[STORE].register_topic(topic, qds)
+    topic, who = request.match_info["topic"], principal(request)
+    n = await request.app[NS].register_topic(who, topic, obj(await read_json(request), "body"))
     return reply({"topic": topic, "queueDatas": n})
 
 
 async def wipe_write_perm(request: web.Request) -> web.Response:
-    name = entity_name(request.match_info["brokerName"], "brokerName")
-    return reply({"wipeTopicCount": await request.app[STORE].wipe_write_perm(name)})
+    n = await request.app[NS].wipe_write_perm(principal(request), request.match_info["brokerName"])
+    return reply({"wipeTopicCount": n})
 
 
 async def add_write_perm(request: web.Request) -> web.Response:
-    name = entity_name(request.match_info["brokerName"], "brokerName")
-    return reply({"addTopicCount": await request.app[STORE].add_write_perm(name)})
-
-
-def _kv_path(request: web.Request) -> tuple[str, str]:
-    return (kv_name(request.match_info["namespace"], "namespace"), kv_name(request.match_info["key"], "key"))
+    n = await request.app[NS].add_write_perm(principal(request), request.match_info["brokerName"])
+    return reply({"addTopicCount": n})
 
 
 async def kv_put(request: web.Request) -> web.Response:
-    ns, key = _kv_path(request)
-    value = kv_value(obj(await read_json(request), "body").get("value"))
-    await request.app[STORE].kv_put(ns, key, value)
+    ns, key, who = request.match_info["namespace"], request.match_info["key"], principal(request)
+    value = obj(await read_json(request), "body").get("value")
+    await request.app[NS].kv_put(who, ns, key, value)
     return reply({"namespace": ns, "key": key, "value": value})
 
 
 async def kv_get(request: web.Request) -> web.Response:
-    ns, key = _kv_path(request)
-    return reply({"value": await request.app[STORE].kv_get(ns, key)})
+    m = request.match_info
+    return reply({"value": await request.app[NS].kv_get(principal(request), m["namespace"], m["key"])})
 
 
 async def kv_delete(request: web.Request) -> web.Response:
-    ns, key = _kv_path(request)
-    return reply({"deleted": await request.app[STORE].kv_delete(ns, key)})
+    m = request.match_info
+    return reply({"deleted": await request.app[NS].kv_delete(principal(request), m["namespace"], m["key"])})
 
 
 async def kv_list(request: web.Request) -> web.Response:
-    ns = kv_name(request.match_info["namespace"], "namespace")
-    return reply({"table": await request.app[STORE].kv_list(ns)})
+    table = await request.app[NS].kv_list(principal(request), request.match_info["namespace"])
+    return reply(table.to_dict())
 
 
 async def get_config(request: web.Request) -> web.Response:
-    settings = request.app[SETTINGS].masked()
-    settings.update(request.app[RUNTIME].values)
-    return reply({"config": dict(sorted(settings.items())), "runtime": sorted(request.app[RUNTIME].values)})
+    ns = request.app[NS]
+    return reply({"config": ns.config_view(principal(request)), "runtime": sorted(ns.runtime_names)})
 
 
 async def put_config(request: web.Request) -> web.Response:
-    body = obj(await read_json(request), "body")
-    if not body:
-        raise InvalidArgument("body: at least one setting")
-    changes: dict[str, str] = {}
-    for key, raw in body.items():
-        flat = key.replace("_", "").replace("-", "").lower()
-        if flat.removeprefix("namesrv") in CONFIG_BLACKLIST or flat in CONFIG_BLACKLIST:
-            raise ConfigBlacklisted(f"Can not update config in black list: {key}")
-        name = _canonical(key)
-        if name is None:
-            raise InvalidArgument(f"unknown setting {key!r}", field=key)
-        setting = BY_NAME[name]
-        if setting.secret or "path" in name:
-            raise ConfigBlacklisted(f"Can not update config in black list: {key}")
-        if not setting.runtime:
-            raise InvalidArgument(f"{key!r} is a start-up setting; change it in the deployment", field=key)
-        if isinstance(raw, dict | list) or raw is None:
-            raise InvalidArgument(f"{key}: a scalar value", field=key)
-        try:
-            value = parse_value(setting, raw)
-        except ConfigError as exc:
-            raise InvalidArgument(str(exc), field=key) from None
-        changes[name] = str(value).lower() if isinstance(value, bool) else str(value)
-    await request.app[STORE].put_runtime_config(changes)
-    request.app[RUNTIME].apply(await request.app[STORE].get_runtime_config())
-    request.app[CACHE].flush()
-    return reply({"updated": changes})
+    who = principal(request)
+    return reply({"updated": await request.app[NS].update_config(who, obj(await read_json(request), "body"))})
 
 
 async def skew_report(request: web.Request) -> web.Response:
-    store = request.app[STORE]
-    raw = await store.redis.get(store.keys.skew_report)
-    if raw is None:
-        raise ReportNotFound("no skew report yet: run `namesrv skew-report` (see docs/skew-report.md)")
-    return web.Response(text=raw, content_type=JSON)
-
+    return web.Response(text=await request.app[NS].skew_summary(principal(request)), content_type=JSON)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from aiohttp import web
 
-from service.http.context import CACHE, METRICS, SETTINGS, STORE
+from service.http.handlers import NS
 
 
 async def livez(request: web.Request) -> web.Response:
@@ -17,9 +16,8 @@ async def livez(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     """Redis reachable and scripts loaded (loads them again after a Redis restart)."""
-    store = request.app[STORE]
     try:
-        await asyncio.wait_for(store.load_scripts_if_missing(), timeout=1.0)
+        await request.app[NS].ready(timeout_s=1.0)
     except Exception as exc:
         return web.json_response({"status": "unavailable", "reason": f"redis: {type(exc).__name__}"},
                                  status=503)
@@ -27,21 +25,18 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    m, cache = request.app[METRICS], request.app[CACHE]
-    m.cache_hits.set(cache.hits)
-    m.cache_misses.set(cache.misses)
-    total = cache.hits + cache.misses
-    m.cache_hit_ratio.set(cache.hits / total if total else 0.0)
-    m.cache_entries.set(len(cache))
-    return web.Response(body=m.render(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    ns = request.app[NS]
+    return web.Response(body=ns.metrics.render(ns.routes),
+                        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
 def advertised(request: web.Request) -> str:
-    configured = request.app[SETTINGS].advertised_addrs
-    if configured:
-        return configured
+    """What /rocketmq/nsaddr answers: the configured list, else this host at the HTTP port."""
+    settings = request.app[NS].base_settings
+    if settings.advertised_addrs:
+        return settings.advertised_addrs
     host = request.host.rsplit(":", 1)[0] if request.host else "127.0.0.1"
-    return f"{host}:{request.app[SETTINGS].port}"
+    return f"{host}:{settings.port}"
 
 
 async def nsaddr(request: web.Request) -> web.Response:

@@ -31,7 +31,10 @@ ROUTES: tuple[Route, ...] = (
           "Heartbeat / query data version (changed=true: re-register)", "322 / 904", "Heartbeat"),
     Route("POST", "/v1/brokers/unregister", h.unregister_broker, "broker", "Unregister a broker address", "104",
           "BrokerIdentity"),
-    Route("GET", "/v1/topics/{topic}/route", h.topic_route, "read", "Topic route (TopicRouteData)", "105"),
+    Route("GET", "/v1/brokers", h.live_brokers, "read",
+          "Live brokers with last heartbeat, data version and topic count (?cluster=C)"),
+    Route("GET", "/v1/topics/{topic}/route", h.topic_route, "read",
+          "Topic route (TopicRouteData); ?zoneName=Z&zoneMode=true filters like ZoneRouteRPCHook", "105"),
     Route("GET", "/v1/cluster-info", h.cluster_info, "read", "brokerAddrTable and clusterAddrTable", "106"),
     Route("GET", "/v1/topics", h.all_topics, "read", "All topics", "206"),
     Route("GET", "/v1/clusters/{cluster}/topics", h.cluster_topics, "read", "Topics of a cluster", "224"),
@@ -64,8 +67,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/metrics", ops.metrics, "open", "Prometheus metrics"),
 )
 
-ROUTE_INFO: dict[Any, tuple[str, str]] = {r.handler: (r.role, r.path) for r in ROUTES}  # handler -> (role, path)
+ROUTE_NAMES: dict[Any, str] = {r.handler: r.path for r in ROUTES}  # handler -> path template (metrics label)
 
+QUERY_PARAMS: dict[Any, tuple[str, ...]] = {h.delete_topic: ("cluster",), h.live_brokers: ("cluster",),
+                                            h.topic_route: ("zoneName", "zoneMode")}
 _TOPIC_CONFIG = {"type": "object", "properties": {
     "readQueueNums": {"type": "integer", "minimum": 0, "maximum": 65535},
     "writeQueueNums": {"type": "integer", "minimum": 0, "maximum": 65535},
@@ -118,8 +123,8 @@ def openapi() -> dict[str, Any]:
             op["security"] = [{"bearer": []}]
         params = [{"name": p.strip("{}"), "in": "path", "required": True, "schema": {"type": "string"}}
                   for p in r.path.split("/") if p.startswith("{")]
-        if r.handler is h.delete_topic:
-            params.append({"name": "cluster", "in": "query", "required": False, "schema": {"type": "string"}})
+        for name in QUERY_PARAMS.get(r.handler, ()):
+            params.append({"name": name, "in": "query", "required": False, "schema": {"type": "string"}})
         if params:
             op["parameters"] = params
         if r.body:
@@ -148,4 +153,4 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get("/openapi.json", openapi_json)
 
 
-ROUTE_INFO[openapi_json] = ("open", "/openapi.json")
+ROUTE_NAMES[openapi_json] = "/openapi.json"

@@ -1,7 +1,7 @@
 """The Helm chart, rendered by Helm's own engine, checked against Kubernetes schemas and the real application.
 
 Ties to the code, never to hand-written lists: ConfigMap keys against service.config.SETTINGS, probe and test
-paths against the routes of service.app.create_app, the CronJob's command against service.cli.build_parser.
+paths against the routes of service.http.app.create_app, the CronJob's command against service.cli.build_parser.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from chartkit import (
     values_table,
 )
 
-from service.auth import parse_broker_tokens
-from service.config import BY_NAME, SETTINGS, load_settings
+from service.config import BY_NAME, SETTINGS, load_settings, parse_broker_tokens
 
 pytestmark = pytest.mark.helm
 
@@ -605,8 +604,14 @@ def _import_or_skip(module: str):
 
 
 async def test_chart_paths_are_app_routes(render):
-    app_module = _import_or_skip("service.app")
-    app = app_module.create_app(load_settings(env={}))
+    import fakeredis
+
+    from service.core import NameServer
+    from service.http.app import create_app
+    from service.store import RouteStore
+
+    settings = load_settings(env={})
+    app = create_app(NameServer(RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True)), settings))
     routes = {r.canonical for r in app.router.resources()}
     r = render({"serviceMonitor": {"enabled": True}})
     c = r.worker
@@ -614,7 +619,7 @@ async def test_chart_paths_are_app_routes(render):
     used |= {ep["path"] for ep in r.one("ServiceMonitor")["spec"]["endpoints"]}
     used |= set(_test_pod_paths(r))
     assert used == {"/livez", "/readyz", "/metrics", "/v1/cluster-info"}
-    assert used <= routes, f"not served by service.app: {used - routes}"
+    assert used <= routes, f"not served by service.http.app: {used - routes}"
 
 
 @pytest.mark.parametrize("values", ALL_VALUE_SETS)

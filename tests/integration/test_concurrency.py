@@ -21,9 +21,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from service.errors import BrokerNameConflict, BrokerNotFound
-from service.keys import ORDER_TOPIC_CONFIG
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore
+from service.store.keys import ORDER_TOPIC_CONFIG
 from tests.invariants import check_invariants, read_tables
 
 pytestmark = [pytest.mark.redis, pytest.mark.integration]

@@ -1,7 +1,7 @@
-"""Static checks of lua/: headers, key counts, key derivations that agree with service/keys.py, house rules.
+"""Static checks of lua/: headers, key counts, key derivations that agree with service/store/keys.py, house rules.
 
-- every script has the header block (KEYS:, ARGV:, Returns:, Side effects:) and a key count that agrees with
-  its file name, with RouteStore's KEYS list and with the KEYS it indexes;
+- every script has the header block (KEYS:, ARGV:, Returns:, Side effects:); its file name's key count, its
+  header KEYS, its `local K` table and the keys RouteStore really passes (recorded on the wire) all agree;
 - every `base .. "x:"` derivation in Lua is a builder of service/keys.py (statically, and by checking that the
   keys the scripts actually write are the ones the Python builders name);
 - no `cmsgpack`, no blocking `KEYS` command, no literal key names, no globals (a small Lua scanner below).
@@ -17,11 +17,11 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from service import store as store_module
-from service.keys import ORDER_TOPIC_CONFIG, Keys
 from service.models import RegisterBroker, TopicConfig
-from service.scripts import HEADER_WORDS, ScriptError, check_header, load_all, resolve_includes
 from service.store import RouteStore
+from service.store import routes as store_module
+from service.store.keys import ORDER_TOPIC_CONFIG, Keys
+from service.store.scripts import HEADER_WORDS, ScriptError, check_header, load_all, resolve_includes
 
 LUA = resources.files("service.lua")
 SCRIPT_FILES = sorted(p.name for p in LUA.iterdir() if p.name.endswith(".lua"))
@@ -65,7 +65,6 @@ def test_key_count_agrees_with_name(name):
     script = load_all()[m.group(1)]
     assert script.num_keys == nkeys
     assert "@include" not in script.source
-    assert len(RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True))._route_keys) == nkeys
 
 
 def test_header_documents_every_argv():
@@ -94,7 +93,7 @@ GOOD = '''--[[
   Do a thing.
 
   KEYS:
-    1 a SET
+    1 things       SET    {P}:things, all things
   ARGV:
     1 x
   Returns:
@@ -102,7 +101,8 @@ GOOD = '''--[[
   Side effects: none.
 ]]
 local rcall = redis.call
-return rcall("SCARD", KEYS[1])
+local K = { things = KEYS[1] }
+return rcall("SCARD", K.things)
 '''
 
 
@@ -119,8 +119,12 @@ def test_check_header_accepts_a_good_script():
     ("thing-1.lua", "-- KEYS: ARGV: Returns: Side effects:\nreturn 1\n", "header"),  # not a --[[ block
     ("thing.lua", GOOD, "name"),
     ("Thing_1.lua", GOOD, "name"),
-    ("thing-0.lua", GOOD, "KEYS[1]"),
-    ("thing-1.lua", GOOD.replace("KEYS[1])", "KEYS[1], KEYS[2])"), "KEYS[2]"),
+    ("thing-0.lua", GOOD, "the name says 0"),
+    ("thing-2.lua", GOOD, "the name says 2"),
+    ("thing-1.lua", GOOD.replace("local K = { things = KEYS[1] }\n", ""), "no `local K"),
+    ("thing-1.lua", GOOD.replace("things = KEYS[1]", "stuff = KEYS[1]"), "disagrees with the header"),
+    ("thing-1.lua", GOOD.replace("K.things)", "K.things, K.other)"), "without receiving them"),
+    ("thing-1.lua", GOOD.replace('"SCARD", K.things', '"SCARD", KEYS[1]'), "not KEYS[i]"),
 ])
 def test_check_header_rejects_a_bad_script(filename, src, why):
     with pytest.raises(ScriptError, match=re.escape(why) if why != "header" else "header lacks"):
@@ -175,20 +179,68 @@ def test_lua_live_member_matches_keys_py():
     joins = [m for rel in ALL_FILES
              for m in re.findall(r'(?:cluster|meta\[1\]|ARGV\[1\])\s*\.\.\s*"([^"]*)"\s*\.\.', source(rel))]
     assert len(joins) >= 6 and set(joins) == {sep}
-    assert "^([^" + sep + "]*)" + sep in source("expireBrokers-8.lua")
+    assert "^([^" + sep + "]*)" + sep in source("expireBrokers-7.lua")
 
 
-def test_routekeys_order_matches_the_store():
-    """includes/routekeys.lua names KEYS[i] by role; RouteStore must pass the keys in that order."""
-    src = source("includes/routekeys.lua")
-    roles = {int(i): role for role, i in re.findall(r"(\w+)\s*=\s*KEYS\[(\d+)\]", src)}
-    k = Keys("p")
-    by_role = {"topics": k.topics, "brokers": k.brokers, "clusters": k.clusters, "live": k.live,
-               "deadlines": k.deadlines, "filters": k.filter_servers, "ver": k.version,
-               "kvns": k.kv_namespaces}
-    assert set(roles.values()) == set(by_role)
-    store = RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True), prefix="p")
-    assert store._route_keys == [by_role[roles[i]] for i in sorted(roles)]
+class RecordingRedis(fakeredis.FakeAsyncRedis):
+    """fakeredis that records every EVALSHA's key list (the calls still run)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.calls: list[tuple[str, list[str]]] = []
+
+    async def execute_command(self, *args, **options):
+        if args and args[0] == "EVALSHA":
+            n = int(args[2])
+            self.calls.append((args[1], list(args[3:3 + n])))
+        return await super().execute_command(*args, **options)
+
+
+async def test_the_store_passes_each_script_exactly_its_declared_keys():
+    """Run every store operation; each EVALSHA carries the keys its script's header declares, in order."""
+    import hashlib
+
+    from service.models import BrokerIdentity, QueueData
+
+    r = RecordingRedis(decode_responses=True)
+    s = RouteStore(r, prefix="p")
+    k = s.keys
+    await s.load_scripts()
+    await s.register_broker(RegisterBroker("C1", "B1", 0, "10.0.0.1:1", "", {"T1": TopicConfig()}), now=1)
+    await s.heartbeat("C1", "10.0.0.1:1")
+    await s.get_route("T1")
+    await s.cluster_info()
+    await s.topic_list("all")
+    await s.cluster_topics("C1")
+    await s.register_topic("T2", [QueueData("B1", 1, 1, 6, 0)])
+    await s.delete_topic("T2")
+    await s.wipe_write_perm("B1")
+    await s.member_group("B1")
+    await s.kv_put("NS", "k", "v")
+    await s.kv_get("NS", "k")
+    await s.kv_list("NS")
+    await s.kv_delete("NS", "k")
+    await s.put_runtime_config({"a": "b"})
+    _ = [rows async for rows in s.snapshot_pages()]
+    await s.unregister_broker(BrokerIdentity("C1", "B1", 0, "10.0.0.1:1"))
+    await s.expire(now=10**13)
+    by_sha = {hashlib.sha1(sc.source.encode()).hexdigest(): sc for sc in load_all().values()}
+    role_key = {"topics": k.topics, "brokers": k.brokers, "clusters": k.clusters, "live": k.live,
+                "deadlines": k.deadlines, "filters": k.filter_servers, "ver": k.version, "kvns": k.kv_namespaces,
+                "config": k.runtime_config}
+    entity = {("getRoute", "topic"): k.topic("T1"), ("registerTopic", "topic"): k.topic("T2"),
+              ("deleteTopic", "topic"): k.topic("T2"), ("writePerm", "brokerTopics"): k.broker_topics("B1"),
+              ("memberGroup", "brokerAddrs"): k.broker_addrs("B1")}
+    seen = set()
+    for sha, keys in r.calls:
+        script = by_sha[sha]
+        seen.add(script.name)
+        assert len(keys) == script.num_keys, script.name
+        for role, key in zip(script.key_roles, keys, strict=True):
+            want = role_key.get(role) or entity.get((script.name, role)) or (k.kv("NS") if role == "kv" else None)
+            assert key == want, (script.name, role, key)
+    assert seen == set(load_all())
+    await r.aclose()
 
 
 async def test_key_base_in_lua_matches_keys_py():

@@ -7,8 +7,12 @@ import zlib
 import orjson
 
 from service.models import RegisterBroker, TopicConfig
-from service.snapshot import acquire_lease, take_snapshot
+from service.store import SnapshotStore
 from tests.invariants import check_invariants
+
+
+async def take_snapshot(store, retention_s=86_400, **kw) -> str:
+    return (await SnapshotStore(store).take(retention_s, **kw)).snap_id
 
 
 async def _register(store, name, cluster, addr, topics):
@@ -48,8 +52,9 @@ async def test_retention_prunes_old_snapshots(store):
 
 
 async def test_lease_admits_one_worker_per_tick(store):
-    assert await acquire_lease(store, "snapshot", 60_000, "worker-a")
-    assert not await acquire_lease(store, "snapshot", 60_000, "worker-b")
+    snaps = SnapshotStore(store)
+    assert await snaps.acquire_lease("snapshot", 60_000, "worker-a")
+    assert not await snaps.acquire_lease("snapshot", 60_000, "worker-b")
     assert await store.redis.get(store.keys.lease("snapshot")) == "worker-a"
     assert 0 < await store.redis.pttl(store.keys.lease("snapshot")) <= 60_000
 

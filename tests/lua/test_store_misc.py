@@ -11,10 +11,10 @@ import uuid
 import pytest
 import redis.asyncio as aioredis
 
-from service.keys import live_member
 from service.models import BrokerIdentity, DataVersion, RegisterBroker, TopicConfig
 from service.store import RouteStore
-from tests.invariants import check_invariants
+from service.store.keys import live_member
+from tests.invariants import check_invariants, jsonable
 
 T0 = 1_700_000_100_000
 HOUR = 3_600_000
@@ -197,12 +197,16 @@ async def test_live_brokers_and_stats(store):
     assert await store.live_brokers() == []
     await store.register_broker(reg("a", "10.0.0.1:1", ["T", "U"]), now=T0)
     await store.register_broker(reg("a", "10.0.0.2:1", ["T"], bid=1, timeout=5_000), now=T0 + 5)
-    assert await store.live_brokers() == [
+    live = await store.live_brokers()
+    assert [b.to_snapshot_dict() for b in live] == [
         {"cluster": "C", "brokerName": "a", "brokerId": 0, "brokerAddr": "10.0.0.1:1", "lastHeartbeat": T0,
          "heartbeatTimeoutMillis": 120_000},
         {"cluster": "C", "brokerName": "a", "brokerId": 1, "brokerAddr": "10.0.0.2:1",
          "lastHeartbeat": T0 + 5, "heartbeatTimeoutMillis": 5_000},
     ]
+    # topics are counted per brokerName (the group), as the route tables hold them
+    assert [(b.topic_count, b.data_version) for b in live] == [(2, DataVersion(1, 1, 0))] * 2
+    assert live[0].to_dict(now_ms=T0 + 1000)["ageMillis"] == 1000
     assert await store.stats() == {"liveBrokers": 2, "topics": 2, "brokerNames": 1, "clusters": 1}
     assert await store.broker_exists("a") and not await store.broker_exists("b")
     assert await store.ping()
@@ -215,7 +219,7 @@ async def test_snapshot_pages_cover_every_row(store):
     rows, pages = [], 0
     async for page in store.snapshot_pages(target_rows=25):
         pages += 1
-        rows += [(c, b, t, q.to_json()) for c, b, t, q in page]
+        rows += [(c, b, t, jsonable(q)) for c, b, t, q in page]
     assert pages >= 2
     want = [("C", "a", t) for t in topics] + [("D", "b", t) for t in topics[:30]]
     assert sorted((c, b, t) for c, b, t, _ in rows) == sorted(want)  # each row exactly once
@@ -235,9 +239,9 @@ async def test_zone_name_is_overwritten_on_every_registration(store):
     await store.register_broker(reg("a", "10.0.0.1:1", ["T"], zone="zone1"), now=T0)
     route = await store.get_route("T")
     assert route.broker_datas[0].zone_name == "zone1"
-    assert route.to_json()["brokerDatas"][0]["zoneName"] == "zone1"
+    assert jsonable(route)["brokerDatas"][0]["zoneName"] == "zone1"
     await store.register_broker(reg("a", "10.0.0.1:1", ["T"]), now=T0 + 1)  # no zone: Java sets null
-    assert "zoneName" not in (await store.get_route("T")).to_json()["brokerDatas"][0]
+    assert "zoneName" not in jsonable(await store.get_route("T"))["brokerDatas"][0]
     assert (await store.cluster_info()).broker_addr_table["a"].zone_name is None
 
 
@@ -245,7 +249,7 @@ async def test_old_broker_slave_never_registers_topics(store):
     """isPrimeSlave needs the enableActingMaster header: a 4.x slave alone publishes no routes."""
     await store.register_broker(reg("a", "10.0.0.2:1", ["T"], bid=1, eam=None), now=T0)
     assert await store.get_route("T") is None
-    assert await store.member_group("C", "a") == {1: "10.0.0.2:1"}
+    assert await store.member_group("a") == {1: "10.0.0.2:1"}
     await store.register_broker(reg("a", "10.0.0.3:1", ["T"], bid=1, eam=True), now=T0)  # a 5.x one does
     assert (await store.get_route("T")).queue_datas[0].perm == 4  # prime slave with acting master: no WRITE
     await check_invariants(store.redis, store.keys.prefix)

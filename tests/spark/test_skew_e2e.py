@@ -12,8 +12,11 @@ import redis.asyncio as aioredis
 
 from service.models import DataVersion, RegisterBroker, TopicConfig
 from service.skew import job
-from service.snapshot import take_snapshot
-from service.store import RouteStore
+from service.store import RouteStore, SnapshotStore
+
+
+async def take_snapshot(store, retention_s=86_400, **kw) -> str:
+    return (await SnapshotStore(store).take(retention_s, **kw)).snap_id
 
 pytestmark = pytest.mark.redis
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import fakeredis
 import pytest
 
-from service.app import create_app
 from service.config import load_settings
+from service.core import NameServer
+from service.http.app import create_app
+from service.http.handlers import NS
+from service.server import running
+from service.store import RouteStore
 
 ADMIN = "admin-token-123456"
 BROKER_A = "broker-a-token-123"
@@ -23,12 +27,18 @@ def master(cluster="C1", name="broker-a", bid=0, addr="10.0.0.1:10911", topics=N
     return body
 
 
+async def _core_started(app):
+    async with running(app[NS], scheduler=False):
+        yield
+
+
 @pytest.fixture
 def make_client(aiohttp_client):
     async def make(**env):
         settings = load_settings(env={f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
         redis = fakeredis.FakeAsyncRedis(decode_responses=True)
-        app = create_app(settings, redis=redis, scheduler=False)
+        app = create_app(NameServer(RouteStore(redis, settings.key_prefix), settings))
+        app.cleanup_ctx.append(_core_started)
         client = await aiohttp_client(app)
         client.redis = redis
         return client

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.auth import Authenticator, parse_broker_tokens
-from service.config import ConfigError
+from service.config import ConfigError, load_settings, parse_broker_tokens
+from service.core import Access
 from tests.unit.conftest import ADMIN, BROKER_A, BROKER_ANY, READ, master
 
 
@@ -75,5 +75,4 @@ def test_token_parsing():
         ("a", "12345678"), ("*", "abcdefgh"), ("*", "zzzzzzzz")]
     with pytest.raises(ConfigError):
         parse_broker_tokens("a:short")
-    auth = Authenticator("", "", "")
-    assert auth.open_mode
+    assert Access(load_settings(env={})).open_mode

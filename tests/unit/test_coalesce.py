@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from service.coalesce import Coalescer
+from service.core.coalesce import Coalescer
 
 
 async def test_same_turn_calls_share_one_batch():
@@ -48,7 +48,7 @@ async def test_batch_failure_reaches_every_caller():
 
 
 async def test_heartbeats_through_http_are_batched(client):
-    from service.http.context import HEARTBEATS
+    from service.http.handlers import NS
     from tests.unit.conftest import master
 
     await client.post("/v1/brokers/register", json=master())
@@ -57,4 +57,4 @@ async def test_heartbeats_through_http_are_batched(client):
     replies = await asyncio.gather(*(client.post("/v1/brokers/heartbeat", json=b) for b in [ident, unknown] * 10))
     bodies = [await r.json() for r in replies]
     assert [b["changed"] for b in bodies] == [False, True] * 10
-    assert client.app[HEARTBEATS].items == 20
+    assert client.app[NS]._heartbeats.items == 20

@@ -6,16 +6,20 @@ from __future__ import annotations
 import fakeredis
 
 from service.config import load_settings
-from service.metrics import Metrics
+from service.core import NameServer
 from service.models import RegisterBroker, TopicConfig
 from service.scheduler import build_scheduler, expiry_scan, snapshot_tick
 from service.store import RouteStore
 
 
+def nameserver(**env: str) -> NameServer:
+    settings = load_settings(env={f"NAMESRV_{k.upper()}": v for k, v in env.items()})
+    return NameServer(RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True)), settings)
+
+
 async def test_job_defaults_and_first_runs():
-    settings = load_settings(env={"NAMESRV_SCAN_INTERVAL_MS": "2500", "NAMESRV_SNAPSHOT_INTERVAL_S": "60"})
-    store = RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True))
-    sched = build_scheduler(settings, store, Metrics())
+    ns = nameserver(scan_interval_ms="2500", snapshot_interval_s="60")
+    sched = build_scheduler(ns)
     sched.start(paused=True)  # job defaults are applied when the scheduler starts
     jobs = {j.id: j for j in sched.get_jobs()}
     sched.shutdown(wait=False)
@@ -24,27 +28,26 @@ async def test_job_defaults_and_first_runs():
         assert job.misfire_grace_time is None  # a late tick runs
         assert job.coalesce is True and job.max_instances == 1
     assert jobs["expiry_scan"].trigger.interval.total_seconds() == 2.5
-    off = build_scheduler(settings.replace(snapshot_interval_s=0), store, Metrics())
+    off = build_scheduler(nameserver(snapshot_interval_s="0"))
     assert "snapshot" not in {j.id for j in off.get_jobs()}
 
 
 async def test_expiry_scan_removes_due_brokers_and_counts():
-    store = RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True))
+    ns = nameserver()
+    store = ns.store
     await store.load_scripts()
     now = await store.redis_time_ms()
     await store.register_broker(RegisterBroker("C", "b", 0, "10.0.0.1:1", "", {"T": TopicConfig()},
                                                heartbeat_timeout_ms=1000), now=now - 5000)
     await store.register_broker(RegisterBroker("C", "c", 0, "10.0.0.2:1", "", {"U": TopicConfig()}), now=now)
-    metrics = Metrics()
-    assert await expiry_scan(store, metrics, batch=10) == 1
+    assert await expiry_scan(ns) == 1
     assert await store.get_route("T") is None and await store.get_route("U") is not None
-    assert metrics.expirations._value.get() == 1
+    assert ns.metrics.expirations._value.get() == 1
 
 
 async def test_snapshot_tick_takes_the_lease_once():
-    store = RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True))
-    await store.load_scripts()
-    metrics = Metrics()
-    assert await snapshot_tick(store, metrics, 60, 3600) is not None
-    assert await snapshot_tick(store, metrics, 60, 3600) is None  # another worker in the same tick
-    assert await store.redis.zcard(store.keys.snapshots) == 1
+    ns = nameserver(snapshot_interval_s="60", snapshot_retention_s="3600")
+    await ns.store.load_scripts()
+    assert await snapshot_tick(ns) is not None
+    assert await snapshot_tick(ns) is None  # another worker in the same tick
+    assert await ns.store.redis.zcard(ns.store.keys.snapshots) == 1

@@ -2,8 +2,8 @@
   Wipe or add the write permission of a broker's queue data (RocketMQ 205 / 327).
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 brokerTopics SET    {P}:bt:<brokerName>, that broker's topics
+    2 ver          STRING {P}:ver, registry version counter
   ARGV:
     1 brokerName   2 mode: "wipe" (perm &= ~WRITE) | "add" (perm = READ|WRITE = 6, as Java: overwrites
     INHERIT and PRIORITY)
@@ -14,12 +14,13 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { brokerTopics = KEYS[1], ver = KEYS[2] }
+local base = key_base(KEYS[1])
 
 local name, mode = ARGV[1], ARGV[2]
 local ch = changes_new()
 local count = 0
-for _, t in ipairs(rcall("SMEMBERS", base .. "bt:" .. name)) do
+for _, t in ipairs(rcall("SMEMBERS", K.brokerTopics)) do
   local kt = base .. "t:" .. t
   local enc = rcall("HGET", kt, name)
   if enc then

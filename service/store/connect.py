@@ -11,6 +11,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 
 from service.config import Settings
+from service.store.routes import RouteStore
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +22,6 @@ EMBEDDED_WARNING = (
     "EMBEDDED MODE: NAMESRV_REDIS_URL is not set, so routes live in this process only (in-process fakeredis): "
     "not shared with other workers, not durable across restarts. Set NAMESRV_REDIS_URL for production."
 )
-
 
 BULK_SOCKET_TIMEOUT_S = 15.0
 
@@ -50,3 +50,12 @@ def make_redis(settings: Settings, bulk: bool = False) -> aioredis.Redis:
         max_connections=32 if bulk else 256,
         **kwargs,
     )
+
+
+def connect_store(settings: Settings) -> RouteStore:
+    """The RouteStore for these settings: a fast-failing client, and a bulk one for long scripts."""
+    if settings.embedded:
+        log.warning(EMBEDDED_WARNING)
+        return RouteStore(make_redis(settings), settings.key_prefix, default_timeout_ms=settings.broker_timeout_ms)
+    return RouteStore(make_redis(settings), settings.key_prefix, bulk_redis=make_redis(settings, bulk=True),
+                      default_timeout_ms=settings.broker_timeout_ms)

@@ -2,8 +2,8 @@
   Cluster info (RocketMQ GET_BROKER_CLUSTER_INFO): brokerAddrTable and clusterAddrTable.
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 brokers      SET    {P}:brokers, all brokerNames
+    2 clusters     SET    {P}:clusters, all cluster names
   ARGV: none
   Returns:
     {{{brokerName, cluster, enableActingMaster, zoneName|"", {id, addr, ...}}, ...},
@@ -12,7 +12,8 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { brokers = KEYS[1], clusters = KEYS[2] }
+local base = key_base(KEYS[1])
 
 local brokers = {}
 for _, bname in ipairs(rcall("SMEMBERS", K.brokers)) do

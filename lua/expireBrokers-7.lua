@@ -2,13 +2,19 @@
   Expire brokers whose heartbeat is older than their timeout (RocketMQ scanNotActiveBroker), one batch.
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 topics       SET    {P}:topics, all topic names
+    2 brokers      SET    {P}:brokers, all brokerNames
+    3 clusters     SET    {P}:clusters, all cluster names
+    4 live         ZSET   {P}:live, "cluster|addr" -> last heartbeat ms
+    5 deadlines    ZSET   {P}:deadlines, "cluster|addr" -> last heartbeat + timeout ms
+    6 filters      HASH   {P}:filtersrv, "cluster|addr" -> filter-server JSON list
+    7 ver          STRING {P}:ver, registry version counter
   ARGV:
     1 batch: at most this many due entries are examined (bounded work per call)
     2 now ms ("" = Redis TIME)
     3 topic budget: stop early once the expired brokers' topics add up to this (bounds the block when
       brokers carry many topics)
+    4 default heartbeat timeout ms (for an entry that lacks its own)
   Returns:
     {more 0/1, {member, brokerName, ...}}  more = 1 when the batch or the budget ran out (call again)
   Side effects:
@@ -18,12 +24,14 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { topics = KEYS[1], brokers = KEYS[2], clusters = KEYS[3], live = KEYS[4], deadlines = KEYS[5], filters = KEYS[6], ver = KEYS[7] }
+local base = key_base(KEYS[1])
 --- @include "includes/brokers"
 
 local batch = tonumber(ARGV[1])
 local now = now_ms(ARGV[2])
-local budget = tonumber(ARGV[3] or "") or 5000
+local budget = tonumber(ARGV[3])
+local default_timeout = ARGV[4]
 local spent = 0
 local more = 0
 local due = rcall("ZRANGEBYSCORE", K.deadlines, "-inf", "(" .. now, "LIMIT", 0, batch)
@@ -36,7 +44,7 @@ for i, member in ipairs(due) do
   end
   local kl = base .. "l:" .. member
   local last = rcall("ZSCORE", K.live, member)
-  local timeout = tonumber(rcall("HGET", kl, "timeout") or "120000")
+  local timeout = tonumber(rcall("HGET", kl, "timeout") or default_timeout)
   if last and tonumber(last) + timeout >= now then
     rcall("ZADD", K.deadlines, tonumber(last) + timeout, member)
   else

@@ -3,11 +3,12 @@
   that has a live entry. Several heartbeats arriving together are sent as one call (service/coalesce.py).
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 live         ZSET   {P}:live, "cluster|addr" -> last heartbeat ms
+    2 deadlines    ZSET   {P}:deadlines, "cluster|addr" -> last heartbeat + timeout ms
   ARGV:
     1 now ms ("" = Redis TIME)
-    2k, 2k+1 (k >= 1) clusterName, brokerAddr of each heartbeat
+    2 default heartbeat timeout ms (for an entry that lacks its own)
+    2k+1, 2k+2 (k >= 1) clusterName, brokerAddr of each heartbeat
   Returns:
     {found, dataVersion, found, dataVersion, ...} one pair per heartbeat, in order:
       found 0 = no live entry for (cluster, addr): the broker must register (dataVersion "");
@@ -17,16 +18,18 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { live = KEYS[1], deadlines = KEYS[2] }
+local base = key_base(KEYS[1])
 
 local now = now_ms(ARGV[1])
+local default_timeout = ARGV[2]
 local out = {}
-for i = 2, #ARGV - 1, 2 do
+for i = 3, #ARGV - 1, 2 do
   local member = ARGV[i] .. "|" .. ARGV[i + 1]
   if rcall("ZSCORE", K.live, member) then
     local info = rcall("HMGET", base .. "l:" .. member, "timeout", "dv")
     rcall("ZADD", K.live, now, member)
-    rcall("ZADD", K.deadlines, now + tonumber(info[1] or "120000"), member)
+    rcall("ZADD", K.deadlines, now + tonumber(info[1] or default_timeout), member)
     out[#out + 1] = 1
     out[#out + 1] = info[2] or ""
   else

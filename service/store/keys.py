@@ -1,7 +1,8 @@
 """Every Redis key of one registry, built from one prefix that is also the Redis Cluster hash tag.
 
-The scripts derive the same names from the base of KEYS[1] (`lua/includes/common.lua`, `routekeys.lua`);
-tests/lua/test_headers.py checks they agree.
+Only the store package uses these. Scripts receive the keys they touch in KEYS (by role, see
+service/store/scripts.py) and derive per-entity keys from the base of KEYS[1] the same way
+(`lua/includes/common.lua`); tests/lua/test_headers.py checks they agree.
 Schema and rationale: lua/README.md.
 """
 

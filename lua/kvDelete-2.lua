@@ -3,8 +3,8 @@
   so a later list returns an empty table (as Java keeps the empty map).
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 kv           HASH   {P}:kv:<namespace>, key -> value
+    2 ver          STRING {P}:ver, registry version counter
   ARGV:
     1 namespace   2 key
   Returns:
@@ -14,9 +14,10 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { kv = KEYS[1], ver = KEYS[2] }
+local base = key_base(KEYS[1])
 
-local n = rcall("HDEL", base .. "kv:" .. ARGV[1], ARGV[2])
+local n = rcall("HDEL", K.kv, ARGV[2])
 if n == 1 and ARGV[1] == "ORDER_TOPIC_CONFIG" then
   local ch = changes_new()
   changes_add(ch, ARGV[2])

@@ -2,8 +2,8 @@
   Route pickup (RocketMQ GET_ROUTEINFO_BY_TOPIC, RouteInfoManager.pickupTopicRouteData).
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 topic        HASH   {P}:t:<topic>, brokerName -> queue data
+    2 filters      HASH   {P}:filtersrv, "cluster|addr" -> filter-server JSON list
   ARGV:
     1 topic   2 supportActingMaster "1"/"0"   3 orderMessageEnable "1"/"0"
   Returns:
@@ -18,10 +18,11 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { topic = KEYS[1], filters = KEYS[2] }
+local base = key_base(KEYS[1])
 
 local topic = ARGV[1]
-local qflat = rcall("HGETALL", base .. "t:" .. topic)
+local qflat = rcall("HGETALL", K.topic)
 if #qflat == 0 then return { 0 } end
 local perms = {}
 for i = 1, #qflat, 2 do perms[qflat[i]] = qd_perm(qflat[i + 1]) end

@@ -2,8 +2,13 @@
   Unregister a broker address (RocketMQ UNREGISTER_BROKER), synchronously and atomically.
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 topics       SET    {P}:topics, all topic names
+    2 brokers      SET    {P}:brokers, all brokerNames
+    3 clusters     SET    {P}:clusters, all cluster names
+    4 live         ZSET   {P}:live, "cluster|addr" -> last heartbeat ms
+    5 deadlines    ZSET   {P}:deadlines, "cluster|addr" -> last heartbeat + timeout ms
+    6 filters      HASH   {P}:filtersrv, "cluster|addr" -> filter-server JSON list
+    7 ver          STRING {P}:ver, registry version counter
   ARGV:
     1 clusterName   2 brokerName   3 brokerId (informational)   4 brokerAddr
   Returns:
@@ -17,7 +22,8 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { topics = KEYS[1], brokers = KEYS[2], clusters = KEYS[3], live = KEYS[4], deadlines = KEYS[5], filters = KEYS[6], ver = KEYS[7] }
+local base = key_base(KEYS[1])
 --- @include "includes/brokers"
 
 local cluster, name, addr = ARGV[1], ARGV[2], ARGV[4]

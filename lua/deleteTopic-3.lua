@@ -2,8 +2,9 @@
   Delete a topic's routes (RocketMQ DELETE_TOPIC_IN_NAMESRV), everywhere or in one cluster.
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 topic        HASH   {P}:t:<topic>, brokerName -> queue data
+    2 topics       SET    {P}:topics, all topic names
+    3 ver          STRING {P}:ver, registry version counter
   ARGV:
     1 topic   2 clusterName ("" = all clusters)
   Returns:
@@ -14,10 +15,11 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { topic = KEYS[1], topics = KEYS[2], ver = KEYS[3] }
+local base = key_base(KEYS[1])
 
 local topic, cluster = ARGV[1], ARGV[2]
-local kt = base .. "t:" .. topic
+local kt = K.topic
 local removed = 0
 local names
 if cluster == "" then

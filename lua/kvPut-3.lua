@@ -2,8 +2,9 @@
   Put a KV config item (RocketMQ PUT_KV_CONFIG).
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 kvns         SET    {P}:kvns, KV namespaces
+    2 kv           HASH   {P}:kv:<namespace>, key -> value
+    3 ver          STRING {P}:ver, registry version counter
   ARGV:
     1 namespace   2 key   3 value
   Returns:
@@ -14,11 +15,12 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { kvns = KEYS[1], kv = KEYS[2], ver = KEYS[3] }
+local base = key_base(KEYS[1])
 
 rcall("SADD", K.kvns, ARGV[1])
-local before = rcall("HGET", base .. "kv:" .. ARGV[1], ARGV[2])
-rcall("HSET", base .. "kv:" .. ARGV[1], ARGV[2], ARGV[3])
+local before = rcall("HGET", K.kv, ARGV[2])
+rcall("HSET", K.kv, ARGV[2], ARGV[3])
 if ARGV[1] == "ORDER_TOPIC_CONFIG" and before ~= ARGV[3] then
   local ch = changes_new()
   changes_add(ch, ARGV[2])

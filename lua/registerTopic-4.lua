@@ -2,8 +2,10 @@
   Register a topic's queue data (RocketMQ REGISTER_TOPIC_IN_NAMESRV), all or nothing.
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 topic        HASH   {P}:t:<topic>, brokerName -> queue data
+    2 topics       SET    {P}:topics, all topic names
+    3 brokers      SET    {P}:brokers, all brokerNames
+    4 ver          STRING {P}:ver, registry version counter
   ARGV:
     1 topic   2 queueDatas: "brokerName\tread\twrite\tperm\tsysFlag\n" repeated
   Returns:
@@ -15,7 +17,8 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { topic = KEYS[1], topics = KEYS[2], brokers = KEYS[3], ver = KEYS[4] }
+local base = key_base(KEYS[1])
 
 local topic = ARGV[1]
 local rows = {}
@@ -24,7 +27,7 @@ for b, r, w, p, s in string.gmatch(ARGV[2], "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%
   rows[#rows + 1] = { b, qd_encode(r, w, p, s) }
 end
 if #rows == 0 then return { 0 } end
-local kt = base .. "t:" .. topic
+local kt = K.topic
 local changed = false
 for _, row in ipairs(rows) do
   if rcall("HGET", kt, row[1]) ~= row[2] then

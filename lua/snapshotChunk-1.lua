@@ -2,8 +2,7 @@
   One bounded page of (cluster, broker, topic) rows for a snapshot, so Redis is never blocked long.
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 topics       SET    {P}:topics, all topic names
   ARGV:
     1 cursor over the topic set ("0" to start)   2 page size (SSCAN COUNT hint)
   Returns:
@@ -12,7 +11,8 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { topics = KEYS[1] }
+local base = key_base(KEYS[1])
 
 local res = rcall("SSCAN", K.topics, ARGV[1], "COUNT", tonumber(ARGV[2]))
 local clusters = {}

@@ -2,8 +2,9 @@
   Topic lists, one bounded page per call (RocketMQ 206, 224, 304, 311, 312, 313).
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 topics       SET    {P}:topics, all topic names
+    2 brokers      SET    {P}:brokers, all brokerNames
+    3 clusters     SET    {P}:clusters, all cluster names
   ARGV:
     1 mode: "all" | "cluster" | "unit" | "unitsub" | "unitsub-ununit" | "system"
     2 cursor ("0" to start)   3 page size (SSCAN COUNT hint)   4 cluster name (mode "cluster")
@@ -16,7 +17,8 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { topics = KEYS[1], brokers = KEYS[2], clusters = KEYS[3] }
+local base = key_base(KEYS[1])
 
 local mode, cursor, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 

@@ -2,8 +2,8 @@
   Set runtime switches shared by all workers (PUT /v1/config, RocketMQ UPDATE_NAMESRV_CONFIG).
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 config       HASH   {P}:config, runtime switches
+    2 ver          STRING {P}:ver, registry version counter
   ARGV:
     1.. name, value pairs (already validated by the caller)
   Returns:
@@ -14,9 +14,10 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { config = KEYS[1], ver = KEYS[2] }
+local base = key_base(KEYS[1])
 
-local kc = base .. "config"
+local kc = K.config
 for i = 1, #ARGV, 2 do rcall("HSET", kc, ARGV[i], ARGV[i + 1]) end
 local ch = changes_new()
 changes_add_all(ch)

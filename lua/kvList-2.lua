@@ -2,8 +2,8 @@
   List a KV namespace (RocketMQ GET_KVLIST_BY_NAMESPACE).
 
   KEYS:
-    1 topics SET   2 brokers SET   3 clusters SET   4 live ZSET (last heartbeat)   5 deadlines ZSET
-    6 filters HASH   7 ver STRING   8 kvns SET      (the registry keys; see lua/README.md)
+    1 kvns         SET    {P}:kvns, KV namespaces
+    2 kv           HASH   {P}:kv:<namespace>, key -> value
   ARGV:
     1 namespace
   Returns:
@@ -13,7 +13,8 @@
 ]]
 local rcall = redis.call
 --- @include "includes/common"
---- @include "includes/routekeys"
+local K = { kvns = KEYS[1], kv = KEYS[2] }
+local base = key_base(KEYS[1])
 
 if rcall("SISMEMBER", K.kvns, ARGV[1]) == 0 then return { 0 } end
-return { 1, rcall("HGETALL", base .. "kv:" .. ARGV[1]) }
+return { 1, rcall("HGETALL", K.kv) }

@@ -1,0 +1,330 @@
+"""The NameServer's operations, transport-neutral: every door (HTTP, RocketMQ remoting, admin CLI, console)
+parses its wire, calls these methods with a Principal and typed values, and encodes what comes back.
+
+Every rule that is not about a wire lives here: validation (through service.models), role and cluster
+decisions, wait-for-service, the topic-list switches, the rules for changing config at run time, heartbeat
+coalescing and the route cache. Failures are service.errors classes; nothing here imports a web framework or
+a wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from service.config import BY_NAME, CONFIG_BLACKLIST, RUNTIME_NAMES, ConfigError, Settings, canonical_name, parse_value
+from service.core.access import Access, Principal, Role
+from service.core.coalesce import Coalescer
+from service.core.route_cache import RouteCache, RouteEntry
+from service.errors import ConfigBlacklisted, Disabled, InvalidArgument, NotReady, ReportNotFound
+from service.metrics import Metrics
+from service.models import (
+    UNREGISTER_RESULTS,
+    BrokerIdentity,
+    BrokerMemberGroup,
+    ClusterInfo,
+    DataVersion,
+    HeartbeatResult,
+    KvTable,
+    LiveBroker,
+    RegisterBroker,
+    RegisterBrokerResult,
+    TopicList,
+    TopicRouteData,
+    entity_name,
+    kv_name,
+    kv_value,
+    parse_queue_datas,
+    topic_name,
+)
+from service.store import RouteStore, SnapshotStore
+
+log = logging.getLogger(__name__)
+TOPIC_LIST_KINDS = ("all", "cluster", "system", "unit", "unitsub", "unitsub-ununit")
+
+
+class NameServer:
+    """One worker's view of the shared registry: the store, the switches in force, the route cache."""
+
+    def __init__(self, store: RouteStore, settings: Settings, metrics: Metrics | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.snapshots = SnapshotStore(store)
+        self.base_settings = settings
+        self.settings = settings  # start-up settings overlaid by the shared runtime switches
+        self.metrics = metrics or Metrics()
+        self.access = Access(settings)
+        self._clock = clock
+        self.started = clock()
+        self._not_ready_until = 0.0
+        self._heartbeats: Coalescer[tuple[str, str, DataVersion | None], HeartbeatResult] = Coalescer(
+            store.heartbeat_many)
+        self.routes = RouteCache(store.change_events, store.version, staleness_ms=settings.route_cache_staleness_ms,
+                                 enabled=settings.route_cache, on_config=self.reload_shared_config, clock=clock)
+        self._apply_switches({})
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load the scripts and the shared switches (Redis down: serve errors and recover later), start the
+        route cache's listener."""
+        try:
+            await self.store.load_scripts()
+            await self.reload_shared_config()
+        except Exception as exc:
+            log.warning("Redis is not reachable at start (%s); /readyz fails until it is", exc)
+        await self.routes.start()
+
+    async def stop(self) -> None:
+        await self.routes.stop()
+
+    async def ready(self, timeout_s: float = 1.0) -> None:
+        """Redis reachable and scripts loaded (loads them again after a Redis restart); raises otherwise."""
+        await asyncio.wait_for(self.store.load_scripts_if_missing(), timeout=timeout_s)
+
+    # ------------------------------------------------------------------ runtime switches
+
+    async def reload_shared_config(self) -> None:
+        self._apply_switches(await self.store.get_runtime_config())
+
+    def _apply_switches(self, shared: Mapping[str, str]) -> None:
+        changes: dict[str, Any] = {}
+        for name, raw in shared.items():
+            setting = BY_NAME.get(name)
+            if setting is None or not setting.runtime:
+                continue
+            try:
+                changes[name] = parse_value(setting, raw)
+            except ConfigError as exc:
+                log.warning("ignoring shared config %s=%r: %s", name, raw, exc)
+        base = self.base_settings
+        self.settings = replace(base, **changes) if changes else base
+        s = self.settings
+        self._not_ready_until = self.started + s.wait_seconds_for_service if s.need_wait_for_service else 0.0
+
+    # ------------------------------------------------------------------ brokers
+
+    async def register_broker(self, who: Principal, body: Mapping[str, Any], *,
+                              single_topic_guard: bool = False) -> RegisterBrokerResult:
+        """REGISTER_BROKER. `body` is RegisterBroker's JSON shape with typed values (each door builds it from
+        its wire); it is validated here, after the caller's role and before its cluster binding."""
+        self.access.require(who, Role.BROKER)
+        req = RegisterBroker.parse(body)
+        self.access.require(who, Role.BROKER, req.cluster)
+        s = self.settings
+        try:
+            res = await self.store.register_broker(
+                req, default_timeout_ms=s.broker_timeout_ms,
+                delete_topic_with_broker_registration=s.delete_topic_with_broker_registration,
+                return_order_topic_config=s.return_order_topic_config_to_broker,
+                single_topic_guard=single_topic_guard)
+        except Exception as exc:
+            self.metrics.registrations.labels(result=getattr(exc, "code", "error")).inc()
+            raise
+        self.metrics.registrations.labels(result="fenced" if res.fenced else "ok").inc()
+        return res
+
+    async def heartbeat(self, who: Principal, body: Mapping[str, Any]) -> HeartbeatResult:
+        """QUERY_DATA_VERSION / BROKER_HEARTBEAT (`dataVersion` optional): concurrent ones share one script
+        call; `changed` tells the broker to register again."""
+        self.access.require(who, Role.BROKER)
+        ident = BrokerIdentity.parse(body)
+        raw_dv = body.get("dataVersion")
+        dv = DataVersion.parse(raw_dv) if raw_dv is not None else None
+        self.access.require(who, Role.BROKER, ident.cluster)
+        res = await self._heartbeats.submit((ident.cluster, ident.broker_addr, dv))
+        self.metrics.heartbeat(res.data_version is not None)
+        return res
+
+    async def unregister_broker(self, who: Principal, body: Mapping[str, Any]) -> str:
+        """'removed', 'reduced' or 'unknown' (the address was not a member: nothing changed)."""
+        self.access.require(who, Role.BROKER)
+        ident = BrokerIdentity.parse(body)
+        self.access.require(who, Role.BROKER, ident.cluster)
+        res = await self.store.unregister_broker(ident)
+        self.metrics.unregistrations.inc()
+        return UNREGISTER_RESULTS[res]
+
+    async def live_brokers(self, who: Principal, cluster: str | None = None) -> tuple[int, list[LiveBroker]]:
+        """(Redis time ms, live entries), optionally of one cluster: the operator's view of brokerLiveTable."""
+        self.access.require(who, Role.READ)
+        if cluster is not None:
+            entity_name(cluster, "cluster")
+        now = await self.store.redis_time_ms()
+        brokers = await self.store.live_brokers()
+        if cluster is not None:
+            brokers = [b for b in brokers if b.cluster == cluster]
+        return now, sorted(brokers, key=lambda b: (b.cluster, b.broker_name, b.broker_id, b.broker_addr))
+
+    # ------------------------------------------------------------------ routes
+
+    def cached_route(self, who: Principal, topic: str) -> RouteEntry | None:
+        """The hot path, synchronous: the cached entry, or None (then call `route`)."""
+        if self._not_ready_until and self._clock() < self._not_ready_until:
+            raise NotReady("name server not ready")
+        if self.access.reads_protected:
+            self.access.require(who, Role.READ)
+        return self.routes.lookup(topic)
+
+    async def route(self, who: Principal, topic: str) -> RouteEntry:
+        """The topic's route entry (`route` None: no such topic), through the cache."""
+        entry = self.cached_route(who, topic)
+        if entry is not None:
+            return entry
+        topic_name(topic)
+        return await self.routes.fill(topic, lambda: self._read_route(topic))
+
+    @staticmethod
+    def zone_filter(zone_mode: str | bool | None, zone_name: str | None) -> str | None:
+        """ZoneRouteRPCHook's condition: zone mode on and a non-blank zone name; the zone to filter by."""
+        on = zone_mode is True or (isinstance(zone_mode, str) and zone_mode.lower() == "true")
+        if not on or zone_name is None or not zone_name.strip():
+            return None
+        return zone_name.strip()
+
+    def encoded_route(self, topic: str, entry: RouteEntry, door: str,
+                      encode: Callable[[TopicRouteData], bytes], zone: str | None = None) -> bytes:
+        """The route as `door` encodes it, optionally filtered to a zone; cached with the entry."""
+        if zone is None:
+            return self.routes.encoding(topic, entry, door, encode)
+        return self.routes.encoding(topic, entry, (door, zone.lower()), lambda r: encode(r.in_zone(zone)))
+
+    async def _read_route(self, topic: str) -> TopicRouteData | None:
+        s = self.settings
+        return await self.store.get_route(topic, support_acting_master=s.support_acting_master,
+                                          order_message_enable=s.order_message_enable)
+
+    async def cluster_info(self, who: Principal) -> ClusterInfo:
+        self.access.require(who, Role.READ)
+        return await self.store.cluster_info()
+
+    async def topic_list(self, who: Principal, kind: str = "all", cluster: str | None = None) -> TopicList:
+        """RocketMQ 206 (all), 224 (cluster), 304 (system), 311-313 (unit kinds), with their switches."""
+        self.access.require(who, Role.READ)
+        if kind == "all":
+            if not self.settings.enable_all_topic_list:
+                raise Disabled("disable: the all-topic list is switched off (enableAllTopicList=false)")
+            return TopicList(await self.store.topic_list("all"))
+        if kind == "system":
+            names, addr = await self.store.system_topic_list()
+            return TopicList(names, addr)
+        if kind not in TOPIC_LIST_KINDS:
+            raise InvalidArgument(f"unknown topic list {kind!r}")
+        if not self.settings.enable_topic_list:
+            raise Disabled("disable: topic lists are switched off (enableTopicList=false)")
+        if kind == "cluster":
+            return TopicList(await self.store.cluster_topics(entity_name(cluster, "cluster")))
+        return TopicList(await self.store.topic_list(kind))
+
+    async def member_group(self, who: Principal, cluster: str, broker_name: str) -> BrokerMemberGroup:
+        """GET_BROKER_MEMBER_GROUP: the requested cluster is echoed, not checked (as Java)."""
+        self.access.require(who, Role.READ)
+        cluster, broker_name = entity_name(cluster, "cluster"), entity_name(broker_name, "brokerName")
+        return BrokerMemberGroup(cluster, broker_name, await self.store.member_group(broker_name))
+
+    # ------------------------------------------------------------------ admin
+
+    async def delete_topic(self, who: Principal, topic: str, cluster: str | None = None) -> int:
+        self.access.require(who, Role.ADMIN)
+        topic_name(topic)
+        if cluster is not None:
+            entity_name(cluster, "cluster")
+        return await self.store.delete_topic(topic, cluster)
+
+    async def register_topic(self, who: Principal, topic: str, body: Mapping[str, Any]) -> int:
+        """REGISTER_TOPIC_IN_NAMESRV: `body` holds `queueDatas`; all or nothing (an unknown broker: nothing)."""
+        self.access.require(who, Role.ADMIN)
+        topic_name(topic)
+        return await self.store.register_topic(topic, parse_queue_datas(body))
+
+    async def wipe_write_perm(self, who: Principal, broker_name: str) -> int:
+        self.access.require(who, Role.ADMIN)
+        return await self.store.wipe_write_perm(entity_name(broker_name, "brokerName"))
+
+    async def add_write_perm(self, who: Principal, broker_name: str) -> int:
+        self.access.require(who, Role.ADMIN)
+        return await self.store.add_write_perm(entity_name(broker_name, "brokerName"))
+
+    # ------------------------------------------------------------------ KV config
+
+    async def kv_put(self, who: Principal, namespace: str, key: str, value: str) -> None:
+        self.access.require(who, Role.ADMIN)
+        await self.store.kv_put(kv_name(namespace, "namespace"), kv_name(key, "key"), kv_value(value))
+
+    async def kv_get(self, who: Principal, namespace: str, key: str) -> str:
+        self.access.require(who, Role.READ)
+        return await self.store.kv_get(kv_name(namespace, "namespace"), kv_name(key, "key"))
+
+    async def kv_delete(self, who: Principal, namespace: str, key: str) -> bool:
+        self.access.require(who, Role.ADMIN)
+        return await self.store.kv_delete(kv_name(namespace, "namespace"), kv_name(key, "key"))
+
+    async def kv_list(self, who: Principal, namespace: str) -> KvTable:
+        self.access.require(who, Role.READ)
+        return KvTable(await self.store.kv_list(kv_name(namespace, "namespace")))
+
+    # ------------------------------------------------------------------ NameServer config
+
+    def config_view(self, who: Principal) -> dict[str, Any]:
+        """Every setting in force (secrets and URL passwords masked), sorted by name."""
+        self.access.require(who, Role.ADMIN)
+        return dict(sorted(self.settings.masked().items()))
+
+    async def update_config(self, who: Principal, changes: Mapping[str, Any]) -> dict[str, str]:
+        """Change runtime switches for every worker (kept in Redis). Blacklisted keys (paths, secrets; cf.
+        CVE-2023-37582) are refused as a whole; start-up settings and unknown names are refused too."""
+        self.access.require(who, Role.ADMIN)
+        if not changes:
+            raise InvalidArgument("at least one setting")
+        parsed: dict[str, str] = {}
+        for key, raw in changes.items():
+            flat = key.replace("_", "").replace("-", "").lower()
+            if flat.removeprefix("namesrv") in CONFIG_BLACKLIST or flat in CONFIG_BLACKLIST:
+                raise ConfigBlacklisted(f"Can not update config in black list: {key}")
+            name = canonical_name(key)
+            if name is None:
+                raise InvalidArgument(f"unknown setting {key!r}", field=key)
+            setting = BY_NAME[name]
+            if setting.secret or "path" in name:
+                raise ConfigBlacklisted(f"Can not update config in black list: {key}")
+            if not setting.runtime:
+                raise InvalidArgument(f"{key!r} is a start-up setting; change it in the deployment", field=key)
+            if isinstance(raw, dict | list) or raw is None:
+                raise InvalidArgument(f"{key}: a scalar value", field=key)
+            try:
+                value = parse_value(setting, raw)
+            except ConfigError as exc:
+                raise InvalidArgument(str(exc), field=key) from None
+            parsed[name] = str(value).lower() if isinstance(value, bool) else str(value)
+        await self.store.put_runtime_config(parsed)
+        await self.reload_shared_config()
+        self.routes.flush()
+        return parsed
+
+    @property
+    def runtime_names(self) -> tuple[str, ...]:
+        return RUNTIME_NAMES
+
+    # ------------------------------------------------------------------ reports, maintenance
+
+    async def skew_summary(self, who: Principal) -> str:
+        """The latest skew summary JSON, as the Spark job stored it."""
+        self.access.require(who, Role.READ)
+        raw = await self.snapshots.skew_summary()
+        if raw is None:
+            raise ReportNotFound("no skew report yet: run `namesrv skew-report` (see docs/skew-report.md)")
+        return raw
+
+    async def expire_due(self) -> list[tuple[str, str, str]]:
+        """Expire every broker past its timeout, one bounded script call after another."""
+        started = time.perf_counter()
+        res = await self.store.expire_all(batch=self.base_settings.expire_batch)
+        self.metrics.scan_seconds.observe(time.perf_counter() - started)
+        for cluster, addr, name in res.expired:
+            log.warning("broker expired: cluster=%s brokerName=%s brokerAddr=%s", cluster, name, addr)
+        self.metrics.expirations.inc(len(res.expired))
+        return res.expired

@@ -1,0 +1,236 @@
+"""Worker-local cache of routes, kept honest by the change events the Lua scripts publish.
+
+An entry holds the route object and, lazily, its encodings — one per door and variant (HTTP JSON, fastjson,
+standard JSON, a zone's view) — so a hot read is a dict lookup returning bytes already encoded for that door.
+Topics that do not exist are remembered too (a flood of lookups for them must not reach Redis), in a separate,
+smaller FIFO; every entry and every encoded byte counts against fixed bounds, so a flood of random topic names
+cannot grow a worker past a fixed memory.
+
+Correctness rules:
+- an event `<ver>\\n<topics>` evicts those topics; `*`, a gap in versions, or a resubscription flushes everything;
+- a fill is stored only if no eviction happened while it was being fetched (epoch check), so a route read
+  before a change can never be cached after that change's event;
+- the safety net: a poll of `{P}:ver` every half staleness bound flushes on versions the events missed, and if
+  neither an event nor a poll has confirmed freshness within the bound, the cache is bypassed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+
+from service.models import TopicRouteData
+
+log = logging.getLogger(__name__)
+ENTRY_OVERHEAD = 400  # bytes a cached route costs beyond its encodings (objects, dict slots), roughly
+
+
+class RouteEntry:
+    """One topic's route (None: no such topic) and its encodings, by door and variant."""
+
+    __slots__ = ("route", "encoded", "size")
+
+    def __init__(self, route: TopicRouteData | None) -> None:
+        self.route = route
+        self.encoded: dict[Hashable, bytes] = {}
+        self.size = ENTRY_OVERHEAD
+
+
+MISSING = RouteEntry(None)  # shared by every negative entry; doors encode "no such topic" with the name
+
+
+class RouteCache:
+    def __init__(
+        self,
+        events: Callable[[Callable[[], None]], AsyncIterator[str]],
+        version: Callable[[], Awaitable[int]],
+        *,
+        staleness_ms: int = 1000,
+        enabled: bool = True,
+        on_config: Callable[[], Awaitable[None]] | None = None,
+        max_entries: int = 100_000,
+        max_bytes: int = 256 * 1024 * 1024,
+        max_missing: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._events = events
+        self._version = version
+        self.enabled = enabled
+        self.staleness = staleness_ms / 1000
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.max_missing = max_missing
+        self._clock = clock
+        self._entries: dict[str, RouteEntry] = {}
+        self._missing: dict[str, None] = {}
+        self.bytes = 0
+        self._epoch = 0
+        self._ver_seen = -1
+        self._confirmed_at = -1e18
+        self._on_config = on_config
+        self._tasks: list[asyncio.Task] = []
+        self.hits = 0
+        self.misses = 0
+        self.flushes = 0
+        self.evictions = 0
+
+    # ---------------------------------------------------------------- reads
+    @property
+    def fresh(self) -> bool:
+        return self.enabled and (self._clock() - self._confirmed_at) < self.staleness
+
+    def lookup(self, topic: str) -> RouteEntry | None:
+        """The synchronous fast path: a fresh entry (MISSING for a known-absent topic), or None."""
+        if self.enabled and (self._clock() - self._confirmed_at) < self.staleness:
+            hit = self._entries.get(topic)
+            if hit is None and topic in self._missing:
+                hit = MISSING
+            if hit is not None:
+                self.hits += 1
+                return hit
+        return None
+
+    async def fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]]) -> RouteEntry:
+        """Read through `fetch` and cache the result unless an eviction raced with the read."""
+        self.misses += 1
+        epoch = self._epoch
+        route = await fetch()
+        entry = MISSING if route is None else RouteEntry(route)
+        if self.fresh and epoch == self._epoch:
+            if route is None:
+                self._missing.pop(topic, None)
+                while len(self._missing) >= self.max_missing:
+                    self._missing.pop(next(iter(self._missing)))
+                    self.evictions += 1
+                self._missing[topic] = None
+            else:
+                self._drop(topic)
+                self._entries[topic] = entry
+                self.bytes += entry.size + len(topic)
+                self._shrink(keep=topic)
+        return entry
+
+    def encoding(self, topic: str, entry: RouteEntry, variant: Hashable,
+                 encode: Callable[[TopicRouteData], bytes]) -> bytes:
+        """The entry's bytes for one door/variant, encoded once and counted against the byte bound."""
+        body = entry.encoded.get(variant)
+        if body is None:
+            assert entry.route is not None, "MISSING has no encodings"
+            body = encode(entry.route)
+            if self._entries.get(topic) is entry:  # cached: keep the bytes, count them
+                entry.encoded[variant] = body
+                entry.size += len(body)
+                self.bytes += len(body)
+                self._shrink(keep=topic)
+        return body
+
+    def __len__(self) -> int:
+        return len(self._entries) + len(self._missing)
+
+    # ---------------------------------------------------------------- bounds
+    def _drop(self, topic: str) -> None:
+        old = self._entries.pop(topic, None)
+        if old is not None:
+            self.bytes -= old.size + len(topic)
+
+    def _shrink(self, keep: str) -> None:
+        """Evict the oldest entries until both bounds hold again (never the one just written)."""
+        while (len(self._entries) > self.max_entries or self.bytes > self.max_bytes) and len(self._entries) > 1:
+            oldest = next(iter(self._entries))
+            if oldest == keep:
+                self._entries[keep] = self._entries.pop(keep)  # move to the end, evict the next oldest
+                continue
+            self._drop(oldest)
+            self.evictions += 1
+
+    # ---------------------------------------------------------------- invalidation
+    def flush(self) -> None:
+        self._entries.clear()
+        self._missing.clear()
+        self.bytes = 0
+        self._epoch += 1
+        self.flushes += 1
+
+    def _evict(self, topics: list[str]) -> None:
+        for t in topics:
+            self._drop(t)
+            self._missing.pop(t, None)
+        self._epoch += 1
+
+    def apply_event(self, payload: str) -> None:
+        head, _, rest = payload.partition("\n")
+        try:
+            ver = int(head)
+        except ValueError:
+            self.flush()
+            return
+        if rest == "*" or (self._ver_seen >= 0 and ver != self._ver_seen + 1):
+            self.flush()
+        else:
+            self._evict(rest.split("\n") if rest else [])
+        if rest == "*":
+            self._schedule_config_refresh()
+        self._ver_seen = max(self._ver_seen, ver)
+        self._confirmed_at = self._clock()
+
+    def _schedule_config_refresh(self) -> None:
+        if self._on_config is not None:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._refresh_config()))
+            self._tasks = [t for t in self._tasks if not t.done()]
+
+    async def _refresh_config(self) -> None:
+        if self._on_config is not None:
+            try:
+                await self._on_config()
+            except Exception as exc:  # the next poll retries
+                log.debug("config refresh failed: %s", exc)
+
+    async def poll_once(self) -> None:
+        """Safety net: compare the registry version with what the events told us."""
+        ver = await self._version()
+        if ver != self._ver_seen:
+            self.flush()
+            self._ver_seen = ver
+            await self._refresh_config()
+        self._confirmed_at = self._clock()
+
+    # ---------------------------------------------------------------- background tasks
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._listen(), name="route-cache-listen"),
+                       asyncio.create_task(self._poll(), name="route-cache-poll")]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks = []
+
+    async def _poll(self) -> None:
+        interval = max(self.staleness / 2, 0.005)
+        while True:
+            try:
+                await self.poll_once()
+            except Exception as exc:  # Redis down: entries go stale by themselves after the bound
+                log.debug("route cache poll failed: %s", exc)
+            await asyncio.sleep(interval)
+
+    async def _listen(self) -> None:
+        backoff = 0.05
+        while True:
+            try:
+                # anything cached before this subscription may have missed events: flush once subscribed
+                async for payload in self._events(self.flush):
+                    backoff = 0.05
+                    self.apply_event(payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("change-event subscription lost (%s); cache flushed, retrying", exc)
+                self.flush()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)

@@ -1,0 +1,32 @@
+"""Log formatting for every process: plain or JSON lines, one level, quiet third-party loggers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+from service.config import Settings
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {"ts": round(record.created, 3), "level": record.levelname, "logger": record.name,
+                               "msg": record.getMessage(), "pid": record.process}
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def setup_logging(settings: Settings) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.log_json:
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.INFO if settings.access_log else logging.WARNING)

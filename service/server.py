@@ -1,0 +1,148 @@
+"""Starting and stopping: one worker process (Redis clients, the core, its doors, the scheduler, signals) and
+the supervisor that keeps N of them serving on one port.
+
+Every worker binds its own listening sockets with SO_REUSEPORT, so the kernel spreads connections over the
+processes; a worker that dies is replaced; SIGTERM drains in-flight requests for `drain_grace_s` and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from service.config import Settings
+from service.core import NameServer
+from service.http.app import create_app
+from service.logs import setup_logging
+from service.scheduler import build_scheduler
+from service.store import RouteStore, connect_store
+
+log = logging.getLogger(__name__)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket that other worker processes can bind too (SO_REUSEPORT)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if hasattr(socket, "SO_REUSEPORT"):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def running(ns: NameServer, *, scheduler: bool = True) -> AsyncIterator[NameServer]:
+    """The core started (scripts, shared switches, cache listener) and, optionally, the background jobs."""
+    if ns.access.open_mode:
+        log.warning("OPEN MODE: no NAMESRV_BROKER_TOKENS / NAMESRV_ADMIN_TOKEN / NAMESRV_READ_TOKEN is set; "
+                    "anyone who reaches this port can register brokers, delete topics and change config")
+    await ns.start()
+    sched = build_scheduler(ns) if scheduler else None
+    if sched is not None:
+        sched.start()
+    try:
+        yield ns
+    finally:
+        if sched is not None:
+            sched.shutdown(wait=False)
+        await ns.stop()
+
+
+async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
+                       stop: asyncio.Event | None = None) -> None:
+    """Serve until SIGTERM/SIGINT (or `stop` is set), then drain and close."""
+    store = store or connect_store(settings)
+    ns = NameServer(store, settings)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    access_log = logging.getLogger("aiohttp.access") if settings.access_log else None
+    runner = web.AppRunner(create_app(ns), access_log=access_log, shutdown_timeout=settings.drain_grace_s)
+    try:
+        async with running(ns):
+            await runner.setup()
+            await web.SockSite(runner, bind_socket(settings.host, settings.port),
+                               shutdown_timeout=settings.drain_grace_s).start()
+            log.info("worker %d serving HTTP on %s:%d", os.getpid(), settings.host, settings.port)
+            await stop.wait()
+            log.info("worker %d stopping: draining for up to %.0f s", os.getpid(), settings.drain_grace_s)
+            await runner.cleanup()
+    finally:
+        with contextlib.suppress(Exception):
+            await store.close()
+
+
+def run_worker(settings: Settings) -> None:
+    """One worker process: its own sockets on the shared ports, its own event loop and Redis pool."""
+    setup_logging(settings)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(serve_worker(settings))
+
+
+def serve(settings: Settings) -> int:
+    """Run `settings.workers` worker processes (or this process alone) and keep them running."""
+    if settings.embedded and settings.workers > 1:
+        print("namesrv serve: --workers > 1 needs a shared Redis (--redis-url); the embedded store is "
+              "per process", file=sys.stderr)
+        return 2
+    try:
+        bind_socket(settings.host, settings.port).close()  # fail fast and clearly if the port is taken
+    except OSError as exc:
+        print(f"namesrv serve: cannot bind {settings.host}:{settings.port}: {exc.strerror}", file=sys.stderr)
+        return 2
+    if settings.workers == 1:
+        run_worker(settings)
+        return 0
+    return supervise(settings)
+
+
+def supervise(settings: Settings) -> int:
+    """Start the workers, replace any that dies, forward SIGTERM/SIGINT and wait for the drain."""
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=run_worker, args=(settings,), daemon=False) for _ in range(settings.workers)]
+    for p in procs:
+        p.start()
+    stopping = False
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for p in procs:
+            if p.is_alive() and p.pid:
+                os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    while not stopping:
+        for i, p in enumerate(procs):
+            if not p.is_alive() and not stopping:
+                log.error("worker %s exited with %s; starting a new one", p.pid, p.exitcode)
+                procs[i] = ctx.Process(target=run_worker, args=(settings,), daemon=False)
+                procs[i].start()
+        time.sleep(0.2)
+    deadline = time.monotonic() + settings.drain_grace_s + 5
+    for p in procs:
+        p.join(max(0.1, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+    return 0 if all(p.exitcode == 0 for p in procs) else 1
