@@ -1,0 +1,1 @@
+"""RocketMQ native TCP remoting: wire codec, fastjson-style JSON, request bodies and ACL signatures."""

@@ -1,0 +1,172 @@
+"""JSON as RocketMQ's fastjson 1.2.x writes and reads it: bare integer map keys, plus the BrowserCompatible form.
+
+`dumps` writes int dict keys bare (`{0:"a"}`) or, with standard=True, the way fastjson's BrowserCompatible does.
+`loads` takes standard JSON and fastjson's bare numeric keys; bare keys come back as Python ints.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+__all__ = ["JsonError", "dumps", "loads"]
+
+# fastjson's BrowserCompatible quotes longs beyond +-(2^53 - 1) (SerializeWriter.writeLong).
+_MAX_SAFE = 9007199254740991
+
+
+class JsonError(ValueError):
+    """Input is not JSON (fastjson dialect included), or an object cannot be written as JSON."""
+
+
+def dumps(obj: Any, *, standard: bool = False) -> bytes:
+    """Serialize like fastjson: dict keys in the order given, int keys bare unless `standard`.
+
+    standard=True mimics SerializerFeature.BrowserCompatible: int keys quoted, every char >= U+007F and '/'
+    escaped (\\uXXXX upper-case hex, UTF-16 units), ints beyond +-(2^53-1) written as strings.
+    """
+    try:
+        if standard:
+            text = orjson.dumps(_browser_values(obj), option=orjson.OPT_NON_STR_KEYS).decode()
+            # Outside string literals orjson output is pure ASCII with no '/', so every match is string content.
+            return _BROWSER_ESCAPE.sub(_escape_char, text).encode("ascii")
+        if not _has_int_key(obj):
+            return orjson.dumps(obj)
+        out: list[bytes] = []
+        _write(obj, out)
+        return b"".join(out)
+    except JsonError:
+        raise
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise JsonError(f"cannot serialize: {exc}") from None
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """Parse standard JSON or fastjson output. Bare numeric keys become ints; quoted keys stay strings."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    if isinstance(data, str):
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise JsonError("text is not valid Unicode") from None
+    else:
+        raw = bytes(data)
+    tagged = _TOKENS.sub(_tag_keys, raw)
+    try:
+        return _untag(orjson.loads(tagged))
+    except orjson.JSONDecodeError as exc:
+        raise JsonError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise JsonError("JSON nested too deeply") from None
+
+
+# --- writer -------------------------------------------------------------------------------------------------------
+
+
+def _has_int_key(obj: Any) -> bool:
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            for key, value in node.items():
+                if type(key) is not str:
+                    return True
+                if type(value) in (dict, list, tuple):
+                    stack.append(value)
+        elif type(node) in (list, tuple):
+            stack.extend(v for v in node if type(v) in (dict, list, tuple))
+    return False
+
+
+def _write(obj: Any, out: list[bytes]) -> None:
+    kind = type(obj)
+    if kind is dict:
+        out.append(b"{")
+        first = True
+        for key, value in obj.items():
+            if not first:
+                out.append(b",")
+            first = False
+            if type(key) is str:
+                out.append(orjson.dumps(key))
+            elif type(key) is int:
+                out.append(str(key).encode())
+            else:
+                raise JsonError(f"unsupported dict key type {type(key).__name__}")
+            out.append(b":")
+            _write(value, out)
+        out.append(b"}")
+    elif kind in (list, tuple):
+        out.append(b"[")
+        for i, value in enumerate(obj):
+            if i:
+                out.append(b",")
+            _write(value, out)
+        out.append(b"]")
+    else:
+        out.append(orjson.dumps(obj))
+
+
+def _browser_values(obj: Any) -> Any:
+    kind = type(obj)
+    if kind is dict:
+        for key in obj:
+            if type(key) not in (str, int):
+                raise JsonError(f"unsupported dict key type {type(key).__name__}")
+        return {key: _browser_values(value) for key, value in obj.items()}
+    if kind in (list, tuple):
+        return [_browser_values(v) for v in obj]
+    if kind is int and not -_MAX_SAFE <= obj <= _MAX_SAFE:
+        return str(obj)
+    return obj
+
+
+_BROWSER_ESCAPE = re.compile(r"[^\x00-\x7e]|/")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    ch = match.group()
+    if ch == "/":
+        return "\\/"
+    code = ord(ch)
+    if code > 0xFFFF:
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04X}\\u{0xDC00 + (code & 0x3FF):04X}"
+    return f"\\u{code:04X}"
+
+
+# --- tolerant reader ----------------------------------------------------------------------------------------------
+# One left-to-right pass over the raw bytes: a string literal is consumed whole (so nothing inside a string is
+# ever touched); a string followed by ':' is a key and gets an 's' tag after its opening quote; a bare number
+# after '{' or ',' and before ':' becomes a quoted key tagged 'i'. After parsing, every key loses its tag, so the
+# tag can never collide with real content. An unterminated string is swallowed to the end of input by the second
+# alternative: the text is invalid anyway (quotes are only added in pairs), and stopping there keeps the pass
+# linear, where retrying at every escaped quote inside it would be quadratic.
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*'
+_TOKENS = re.compile(rb"(" + _STRING + rb'")(?=\s*:)|' + _STRING + rb'(?:"|\\?\Z)|([{,]\s*)(-?[0-9]+)(?=\s*:)', re.S)
+
+
+def _tag_keys(match: re.Match[bytes]) -> bytes:
+    key = match.group(1)
+    if key is not None:
+        return b'"s' + key[1:]
+    if match.group(3) is not None:
+        return match.group(2) + b'"i' + match.group(3) + b'"'
+    return match.group()
+
+
+def _untag(node: Any) -> Any:
+    if type(node) is dict:
+        out: dict[Any, Any] = {}
+        for key, value in node.items():
+            tag, name = key[:1], key[1:]
+            out[int(name) if tag == "i" else name] = _untag(value)
+        return out
+    if type(node) is list:
+        return [_untag(v) for v in node]
+    return node

@@ -1,0 +1,162 @@
+"""service.remoting.fastjson: bare integer keys both ways, BrowserCompatible output, strings never rewritten."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.remoting.fastjson import JsonError, dumps, loads
+
+
+def test_bare_integer_keys_as_fastjson_writes_them():
+    # Reference §0.1: "brokerAddrs":{0:"10.0.0.1:10911"} (HashMap<Long,String> without WriteNonStringKeyAsString).
+    route = {"brokerAddrs": {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}, "brokerName": "b"}
+    assert dumps(route) == b'{"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"},"brokerName":"b"}'
+    assert loads(dumps(route)) == route
+
+
+def test_keys_keep_the_given_order():
+    assert dumps({"b": 1, "a": {2: 0, 1: 0}}) == b'{"b":1,"a":{2:0,1:0}}'
+    assert dumps({"b": 1, "a": 2}) == b'{"b":1,"a":2}'
+
+
+def test_standard_form_is_browser_compatible():
+    value = {"brokerAddrs": {0: "é/😀", -3: "\x7f"}, "big": 2**53, "edge": 2**53 - 1, "neg": -(2**53), "f": 1.5}
+    assert dumps(value, standard=True) == (
+        b'{"brokerAddrs":{"0":"\\u00E9\\/\\uD83D\\uDE00","-3":"\\u007F"},'
+        b'"big":"9007199254740992","edge":9007199254740991,"neg":"-9007199254740992","f":1.5}'
+    )
+    # What a standard JSON parser reads back
+    assert json.loads(dumps(value, standard=True))["brokerAddrs"] == {"0": "é/😀", "-3": "\x7f"}
+
+
+def test_loads_reads_bare_keys_anywhere():
+    text = b'[{ 0 :"a",\n-12:{"x":[{7:true}]}}, {"5": 5}]'
+    assert loads(text) == [{0: "a", -12: {"x": [{7: True}]}}, {"5": 5}]
+    assert loads(text.decode()) == loads(text)
+
+
+def test_loads_never_rewrites_string_contents():
+    text = '{0:"{1:\\"x\\",2:3}", "k,4:": ",5:", "q\\\\": {6:"\\\\"}}'
+    assert loads(text) == {0: '{1:"x",2:3}', "k,4:": ",5:", "q\\": {6: "\\"}}
+
+
+def test_standard_json_takes_the_fast_path_and_keeps_string_keys():
+    assert loads(b'{"0":"a"}') == {"0": "a"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"",
+        b"{",
+        b"{0}",
+        b"{0:}",
+        b"{'a':1}",
+        b'{"a":1,}',
+        b"NaN",
+        b'{"a" 1}',
+        b'"unterminated',
+        b'{0:"a}',
+        b'{"s":"a,1:"b"}',
+        b"\xff",
+        b'{"a":"\xc3"}',
+        b"[" * 2000 + b"]" * 2000,
+        b"{1.5:2}",
+        b"{a:1}",
+    ],
+)
+def test_garbage_raises_json_error(text):
+    with pytest.raises(JsonError):
+        loads(text)
+
+
+def test_hostile_input_stays_linear():
+    # An unterminated string full of escaped quotes once took ~12 s for 40 KB (a retry at every quote).
+    started = time.perf_counter()
+    for payload in (b'{0:"' + b'\\"' * 200_000, b'"' + b'\\"' * 200_000 + b"\\", b"{" + b"1" * 400_000):
+        with pytest.raises(JsonError):
+            loads(payload)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_lone_surrogate_text_raises_json_error():
+    with pytest.raises(JsonError):
+        loads('{0:"\ud800"}')
+
+
+def test_json_error_is_a_value_error():
+    assert issubclass(JsonError, ValueError)
+
+
+@pytest.mark.parametrize("value", [{1.5: "x"}, {True: "x"}, {"a": {None: 1}}, {"a": {1}}, {"a": object()}])
+def test_unserializable_values_raise_json_error(value):
+    with pytest.raises(JsonError):
+        dumps(value)
+    with pytest.raises(JsonError):
+        dumps(value, standard=True)
+
+
+# --- properties ---------------------------------------------------------------------------------------------------
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.text(max_size=20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+_keys = st.text(max_size=10) | st.integers(-(2**40), 2**40)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _no_duplicate_spellings(value) -> bool:
+    """{0: .., "0": ..} is legal in Python but one key in the standard (quoted) form."""
+    if isinstance(value, dict):
+        spelled = [str(k) for k in value]
+        return len(spelled) == len(set(spelled)) and all(_no_duplicate_spellings(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_no_duplicate_spellings(v) for v in value)
+    return True
+
+
+def _as_standard(value):
+    if isinstance(value, dict):
+        return {str(k): _as_standard(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_standard(v) for v in value]
+    if type(value) is int and abs(value) > 2**53 - 1:
+        return str(value)
+    return value
+
+
+@given(_values)
+@settings(max_examples=120, deadline=None)
+def test_dumps_loads_round_trip(value):
+    assert loads(dumps(value)) == value
+
+
+@given(_values.filter(_no_duplicate_spellings))
+@settings(max_examples=80, deadline=None)
+def test_standard_form_round_trips_through_any_json_parser(value):
+    text = dumps(value, standard=True)
+    assert max(text, default=0) < 0x80
+    assert json.loads(text) == _as_standard(value)
+    assert loads(text) == _as_standard(value)
+
+
+@given(st.text(max_size=60) | st.binary(max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_arbitrary_input_raises_only_json_error(data):
+    try:
+        loads(data)
+    except JsonError:
+        pass
