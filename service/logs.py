@@ -19,8 +19,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
+class StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record is emitted (a test or a daemonizer may swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # noqa: ANN001
+        pass
+
+
 def setup_logging(settings: Settings) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler: logging.Handler = StderrHandler()
     if settings.log_json:
         handler.setFormatter(JsonFormatter())
     else:

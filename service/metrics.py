@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest  # noqa: I001
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 if TYPE_CHECKING:
     from service.core.route_cache import RouteCache
@@ -73,6 +73,7 @@ class RequestStats:
         self.counts: dict[tuple[str, str, int], int] = {}
         self.buckets: dict[str, list[int]] = {}
         self.sums: dict[str, float] = {}
+        self.in_flight = 0  # requests inside a handler now (the guard counts them)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
@@ -97,3 +98,4 @@ class RequestStats:
                 cumulative.append((str(bound) if bound != float("inf") else "+Inf", acc))
             h.add_metric([route], cumulative, sum_value=self.sums[route])
         yield h
+        yield GaugeMetricFamily("namesrv_http_in_flight", "HTTP requests being handled now", value=self.in_flight)

@@ -1,1 +1,1 @@
-"""The HTTP front door: routes, handlers, middlewares."""
+"""The HTTP door: API v1 routes, thin handlers over the core, errors as JSON."""

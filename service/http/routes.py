@@ -11,6 +11,8 @@ from aiohttp import web
 from service import __version__
 from service.http import handlers as h
 from service.http import ops
+from service.http.guard import guarded, unmatched
+from service.metrics import RequestStats
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,6 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/metrics", ops.metrics, "open", "Prometheus metrics"),
 )
 
-ROUTE_NAMES: dict[Any, str] = {r.handler: r.path for r in ROUTES}  # handler -> path template (metrics label)
 
 QUERY_PARAMS: dict[Any, tuple[str, ...]] = {h.delete_topic: ("cluster",), h.live_brokers: ("cluster",),
                                             h.topic_route: ("zoneName", "zoneMode")}
@@ -147,10 +148,9 @@ async def openapi_json(request: web.Request) -> web.Response:
     return web.json_response(openapi())
 
 
-def setup_routes(app: web.Application) -> None:
+def setup_routes(app: web.Application, stats: RequestStats) -> None:
+    """Every route, its handler guarded (service/http/guard.py), then the JSON catch-all for the rest."""
     for r in ROUTES:
-        app.router.add_route(r.method, r.path, r.handler)
-    app.router.add_get("/openapi.json", openapi_json)
-
-
-ROUTE_NAMES[openapi_json] = "/openapi.json"
+        app.router.add_route(r.method, r.path, guarded(r.handler, r.path, stats))
+    app.router.add_get("/openapi.json", guarded(openapi_json, "/openapi.json", stats))
+    app.router.add_route("*", "/{tail:.*}", guarded(unmatched, "unmatched", stats))

