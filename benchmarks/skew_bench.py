@@ -26,14 +26,18 @@ from typing import Any
 import orjson
 import redis
 
-from service.skew import io as skew_io
+from service.config import load_settings
 from service.skew import job
+from service.skew.options import JobOptions, conf_pair
+from service.skew.session import spark_session
+from service.store.keys import Keys
 from tests.redis_server import RedisServer
 
 log = logging.getLogger("benchmarks.skew_bench")
 
 PREFIX = "bench"
-PART_ROWS = 5000  # as service/snapshot.py
+KEYS = Keys(PREFIX)
+PART_ROWS = 5000  # as service/store/snapshots.py
 CLUSTERS = ("bench-a", "bench-b")
 BROKERS_PER_CLUSTER = 12
 QUICK_ROWS = 20_000
@@ -81,7 +85,7 @@ def write_snapshot(client: redis.Redis, taken_at: int, snap: int, rows_target: i
         while len(rows) >= PART_ROWS or (final and rows):
             chunk, rows = rows[:PART_ROWS], rows[PART_ROWS:]
             blob = zlib.compress(orjson.dumps(chunk))
-            pipe.set(skew_io.part_key(PREFIX, snap_id, parts), blob)
+            pipe.set(KEYS.snapshot_part(snap_id, parts), blob)
             parts += 1
             size += len(blob)
             if parts % 32 == 0:
@@ -107,7 +111,7 @@ def write_snapshot(client: redis.Redis, taken_at: int, snap: int, rows_target: i
         for i in range(BROKERS_PER_CLUSTER)
     ]
     pipe.hset(
-        skew_io.manifest_key(PREFIX, snap_id),
+        KEYS.snapshot(snap_id),
         mapping={
             "takenAt": taken_at,
             "parts": parts,
@@ -116,7 +120,7 @@ def write_snapshot(client: redis.Redis, taken_at: int, snap: int, rows_target: i
             "brokers": zlib.compress(orjson.dumps(brokers)),
         },
     )
-    pipe.zadd(skew_io.index_key(PREFIX), {snap_id: taken_at})
+    pipe.zadd(KEYS.snapshots, {snap_id: taken_at})
     pipe.execute()
     return n_rows, parts
 
@@ -124,7 +128,8 @@ def write_snapshot(client: redis.Redis, taken_at: int, snap: int, rows_target: i
 def generate(client: redis.Redis, rows: int, snapshots: int) -> dict[str, Any]:
     """`snapshots` snapshots one minute apart, `rows` rows in all."""
     client.flushdb()  # our own throwaway server
-    now = skew_io.redis_now_ms(client)
+    sec, usec = client.time()  # Redis' clock, as the writer and the job use
+    now = int(sec) * 1000 + int(usec) // 1000
     t0 = time.perf_counter()
     total = parts = 0
     for s in range(snapshots):
@@ -200,11 +205,9 @@ def environment(master: str, conf: list[tuple[str, str]]) -> dict[str, Any]:
 # --- the run
 
 
-def job_args(url: str, out: Path, master: str, conf: list[tuple[str, str]]) -> argparse.Namespace:
-    argv = ["--redis-url", url, "--prefix", PREFIX, "--since", "1h", "--out", str(out), "--master", master]
-    for k, v in conf:
-        argv += ["--conf", f"{k}={v}"]
-    return job.add_arguments(argparse.ArgumentParser()).parse_args(argv)
+def job_options(url: str, out: Path, master: str, conf: list[tuple[str, str]]) -> JobOptions:
+    settings = load_settings(env={}, flags={"redis_url": url, "key_prefix": PREFIX})
+    return JobOptions(settings=settings, since_s=3600, out=out, master=master, conf=tuple(conf))
 
 
 def plot(results: list[dict[str, Any]], env: dict[str, Any], path: Path) -> None:
@@ -258,15 +261,15 @@ def run(
     spark = owned = None
     try:
         client = redis.Redis.from_url(server.url)
-        args = job_args(server.url, work / "report", master, conf)
+        opts = job_options(server.url, work / "report", master, conf)
         t0 = time.perf_counter()
-        spark, owned = job.spark_session(args)
+        spark, owned = spark_session(opts)
         startup = round(time.perf_counter() - t0, 2)
         env = environment(master, conf)
         env["sparkStartupSeconds"] = startup
         if warmup:  # JVM JIT, Python workers: not what a long run pays per report
             generate(client, WARMUP_ROWS, 2)
-            job.run_once(spark, args)
+            job.run_once(spark, opts)
         results = []
         for rows in sizes:
             gen = generate(client, rows, snapshots)
@@ -275,7 +278,7 @@ def run(
             times = []
             for _ in range(max(1, repeat)):
                 t0 = time.perf_counter()
-                outcome = job.run_once(spark, args)
+                outcome = job.run_once(spark, opts)
                 times.append(round(time.perf_counter() - t0, 2))
             seconds = statistics.median(times)
             result = {
@@ -284,6 +287,8 @@ def run(
                 "jobSecondsAll": times,
                 "rowsPerSecond": round(gen["rows"] / seconds),
                 "loadAverage1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+                "jobRows": outcome.summary["window"]["rows"],
+                "jobSnapshots": outcome.summary["window"]["snapshots"],
                 "topicsLatest": outcome.summary["totals"]["topics"],
                 "worsening": outcome.summary["totals"]["worsening"],
                 "stages": outcome.stages,
@@ -310,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--snapshots", type=int, default=4, help="snapshots the rows are spread over (default 4)")
     p.add_argument("--repeat", type=int, default=1, help="timed runs per size; the median is reported")
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--conf", type=job._conf, action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--conf", type=conf_pair, action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--results", type=Path, default=RESULTS, help="directory for skew.json and skew.png")
     a = p.parse_args(argv)
     if not logging.getLogger().handlers:

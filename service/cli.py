@@ -41,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(sub.add_parser("expire", help="run one expiry scan now and print what expired"))
 
     skew = sub.add_parser("skew-report", help="run the PySpark topic load skew job (needs the [spark] extra)")
+    add_common(skew)
     try:
-        from service.skew.job import add_arguments
+        from service.skew.options import add_arguments
     except ImportError:  # the worker image has no pyspark; the subcommand still exists and explains
         skew.add_argument("rest", nargs=argparse.REMAINDER)
     else:

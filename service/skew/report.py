@@ -62,6 +62,29 @@ IMBALANCE_FIELDS = (
     "gini",
 )
 
+def percent(share: float) -> str:
+    """0.5 -> '50 %', 0.125 -> '12.5 %'."""
+    return f"{round(share * 100, 4):g} %"
+
+
+def concentrated_rule(threshold: float) -> str:
+    """The CONCENTRATED rule in words; transforms.topic_metrics applies it as maxShare > threshold (strictly)."""
+    return (
+        f"two or more brokers host the topic and one holds more than {percent(threshold)} of its writable "
+        f"write queues (maxShare > {threshold:g})"
+    )
+
+
+def flag_rules(threshold: float) -> dict[str, str]:
+    """Every flag's rule, as the summary and the page state it."""
+    return {
+        "SINGLE_BROKER": "one broker hosts the topic",
+        "CONCENTRATED": concentrated_rule(threshold),
+        "UNWRITABLE": "no broker has a writable queue for the topic",
+        "READ_WRITE_MISMATCH": "readQueueNums differs from writeQueueNums on some broker",
+    }
+
+
 FLAG_COLORS = {"SINGLE_BROKER": "#c0392b", "CONCENTRATED": "#e67e22", "UNWRITABLE": "#7f8c8d"}
 DEFAULT_COLOR = "#2e86c1"
 
@@ -107,6 +130,21 @@ def rank_topics(topics: pd.DataFrame) -> pd.DataFrame:
         na_position="last",
         kind="mergesort",
     ).reset_index(drop=True)
+
+
+def sort_brokers(brokers: pd.DataFrame) -> pd.DataFrame:
+    if brokers.empty:
+        return brokers
+    return brokers.sort_values(["cluster", "brokerName"]).reset_index(drop=True)
+
+
+def sort_worsening(worsening: pd.DataFrame) -> pd.DataFrame:
+    """Largest rise of the max share first."""
+    if worsening.empty:
+        return worsening
+    return worsening.sort_values(["delta", "cluster", "topic"], ascending=[False, True, True]).reset_index(
+        drop=True
+    )
 
 
 def sample_series(imbalance: pd.DataFrame, max_points: int) -> pd.DataFrame:
@@ -217,7 +255,8 @@ def chart_top_topics(topics: pd.DataFrame, threshold: float, k: int = 20) -> byt
         f"{_label(c, t)} ({b})" for c, t, b in zip(top["cluster"], top["topic"], top["brokers"], strict=True)
     ]
     ax.barh(labels, top["maxShare"], color=colors)
-    ax.axvline(threshold, color="#333", linestyle="--", linewidth=1, label=f"concentrated > {threshold:g}")
+    label = f"CONCENTRATED: more than {percent(threshold)}"
+    ax.axvline(threshold, color="#333", linestyle="--", linewidth=1, label=label)
     ax.set_xlim(0, 1.05)
     ax.set_xlabel("max share of writable write queues on one broker  (label: cluster/topic (brokers))")
     ax.set_title("Most skewed topics")
@@ -360,6 +399,14 @@ def render_html(summary: dict[str, Any], charts: dict[str, bytes], table_rows: i
     ] + sorted(t["flags"].items())
     cards_html = "".join(f'<div class="card"><b>{_fmt(v)}</b>{html.escape(k)}</div>' for k, v in cards)
     weights = p.get("weights") or "none (every topic weighs 1)"
+    rules = p.get("rules") or {}
+    rules_html = (
+        '<ul class="meta">'
+        + "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in rules.items())
+        + "</ul>"
+        if rules
+        else ""
+    )
     sections = [
         (
             "Most skewed topics",
@@ -393,8 +440,8 @@ def render_html(summary: dict[str, Any], charts: dict[str, bytes], table_rows: i
 <p class="meta">Generated {html.escape(summary["generatedAt"])} ·
 latest snapshot {html.escape(str(iso_ms(w.get("latestTakenAt"))))} ·
 window {html.escape(str(w.get("since")))} ({_fmt(w.get("snapshots"))} snapshots,
-{_fmt(w.get("rows"))} rows) · concentrated share &gt; {_fmt(p.get("concentratedShare"))} ·
-weights: {html.escape(str(weights))}</p>
+{_fmt(w.get("rows"))} rows) · weights: {html.escape(str(weights))}</p>
+{rules_html}
 <p class="meta">A broker's share of a topic is its share of the topic's writable write queues (perm &amp; 2);
 a broker's load is the sum over its topics of weight × share. Tables list at most {table_rows} topics;
 topics.csv / topics.parquet hold them all.</p>

@@ -254,3 +254,12 @@ def worsening(topics: DataFrame, latest_taken_at: int, epsilon: float = 1e-9) ->
 def at(df: DataFrame, taken_at: int) -> DataFrame:
     """The rows of one snapshot, without the takenAt column."""
     return df.filter(F.col("takenAt") == F.lit(taken_at)).drop("takenAt")
+
+
+def top_shares(spark: SparkSession, shares: DataFrame, taken_at: int, top: list[tuple[str, str]]) -> DataFrame:
+    """Each broker's share of the given (cluster, topic)s in one snapshot (the heat map's cells)."""
+    columns = ("cluster", "topic", "brokerName", "share")
+    if not top:
+        return shares.limit(0).select(*columns)
+    wanted = spark.createDataFrame(top, "cluster string, topic string")
+    return at(shares, taken_at).join(F.broadcast(wanted), ["cluster", "topic"]).select(*columns)

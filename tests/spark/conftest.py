@@ -1,5 +1,5 @@
 """Spark tier fixtures: one session-wide local SparkSession, and a writer of snapshots in the format of
-service/snapshot.py for tests of the job's reader that do not need a registry."""
+service/store/snapshots.py for tests of the job's reader that do not need a registry."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ import pytest
 
 IN_CI = bool(os.environ.get("CI"))
 
-# pyspark 4.x warns that pandas 3 is not yet "fully supported" (pyproject turns warnings into errors);
-# the report only uses toPandas() on flat tables, which the tests cover.
+# No blanket filter for pyspark's pandas-3 FutureWarning: the job silences that one notice itself
+# (service/skew/session.py: quiet_pandas_notice), and tests run with warnings as errors to keep it so.
 SPARK_WARNING_FILTERS = (
-    "ignore:PySpark does not yet fully support pandas:FutureWarning",
     "ignore::DeprecationWarning:pyspark.*",
     "ignore::DeprecationWarning:py4j.*",
 )
@@ -45,6 +44,10 @@ def spark() -> Iterator[Any]:
     """local[2], no UI, few shuffle partitions, small memory: the whole tier shares one JVM."""
     _need_java()
     from pyspark.sql import SparkSession
+
+    from service.skew.session import quiet_pandas_notice
+
+    quiet_pandas_notice()  # as the job does before its session
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -75,7 +78,9 @@ def put_snapshot(
     brokers: Sequence[dict[str, Any]] | None = None,
     part_rows: int = 5000,
 ) -> str:
-    """Write one snapshot as service/snapshot.py does (index ZSET, manifest HASH, zlib+orjson parts)."""
+    """Write one snapshot in the format service/store/snapshots.py writes (index ZSET, manifest HASH,
+    zlib+orjson parts), spelled out here independently so that a Redis written by an older version is still
+    read: the keys are literal on purpose."""
     snap_id = str(taken_at)
     base = f"{{{prefix}}}:snap:{snap_id}"
     parts = [list(rows[i : i + part_rows]) for i in range(0, len(rows), part_rows)] or [[]]

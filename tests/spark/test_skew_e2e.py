@@ -90,7 +90,7 @@ async def test_report_finds_the_planted_skew(spark, redis_server, tmp_path):
             [
                 "--redis-url",
                 redis_server.url,
-                "--prefix",
+                "--key-prefix",
                 prefix,
                 "--since",
                 "1h",

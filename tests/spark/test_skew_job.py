@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import redis
 
-from service.skew import io as skew_io
-from service.skew import job
+from service.skew import job, options
+from service.store.snapshot_reader import RedisSpec, SnapshotReader
 from tests.spark.conftest import put_snapshot
 
 
@@ -21,12 +21,17 @@ def approx6(x: float):
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    return job.add_arguments(argparse.ArgumentParser()).parse_args(list(argv))
+    return job.build_parser().parse_args(list(argv))
+
+
+def redis_now_ms(client) -> int:
+    sec, usec = client.time()
+    return int(sec) * 1000 + int(usec) // 1000
 
 
 def test_defaults_and_durations():
-    a = parse("--redis-url", "redis://h:1/0", "--since", "2h", "--every", "10m")
-    assert (a.since, a.every, a.prefix, a.concentrated_share, a.master, a.weights) == (
+    o = options.options_of(parse("--redis-url", "redis://h:1/0", "--since", "2h", "--every", "10m"), env={})
+    assert (o.since_s, o.every_s, o.prefix, o.concentrated_share, o.master, o.weights) == (
         7200,
         600,
         "nsrv",
@@ -34,7 +39,8 @@ def test_defaults_and_durations():
         None,
         None,
     )
-    assert parse("--redis-url", "x").since == 86400 and parse("--redis-url", "x").every is None
+    o = options.options_of(parse("--redis-url", "redis://x:1/0"), env={})
+    assert o.since_s == 86400 and o.every_s is None and o.since_text == "1d"
 
 
 @pytest.mark.parametrize(
@@ -51,12 +57,6 @@ def test_bad_arguments_are_argparse_errors(argv, message, capsys):
         parse(*argv)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
-
-
-def test_redis_url_is_required(capsys, monkeypatch):
-    monkeypatch.delenv("NAMESRV_REDIS_URL", raising=False)
-    assert job.run(parse()) == 2
-    assert "--redis-url" in capsys.readouterr().err
 
 
 def test_schedule_repeats_on_ticks_survives_failures_and_stops_on_ctrl_c():
@@ -120,22 +120,22 @@ def client(redis_server):
 @pytest.mark.redis
 def test_no_snapshot_in_window_exits_2_and_says_what_to_do(redis_server, client, tmp_path, capsys):
     prefix = "empty" + uuid.uuid4().hex[:8]
-    now = skew_io.redis_now_ms(client)
+    now = redis_now_ms(client)
     put_snapshot(client, prefix, now - 3 * 3600 * 1000, [["c", "b", "T", 1, 1, 6, 0]])  # outside a 1h window
     rc = job.main(
-        ["--redis-url", redis_server.url, "--prefix", prefix, "--since", "1h", "--out", str(tmp_path)]
+        ["--redis-url", redis_server.url, "--key-prefix", prefix, "--since", "1h", "--out", str(tmp_path)]
     )
     assert rc == 2
     err = capsys.readouterr().err
-    assert "no snapshots in the last 1h" in err and "namesrv snapshot" in err
-    assert client.get(skew_io.report_key(prefix)) is None
+    assert f"no snapshots in the last 1h under {{{prefix}}}:snaps" in err and "namesrv snapshot" in err
+    assert client.get(f"{{{prefix}}}:report:skew") is None
 
 
 @pytest.mark.redis
 def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_path):
     """Three snapshots in the window; the middle one lost a part (skipped). Weights from a CSV file."""
     prefix = "job" + uuid.uuid4().hex[:8]
-    now = skew_io.redis_now_ms(client)
+    now = redis_now_ms(client)
     first = [
         ["c1", "b1", "Orders", 4, 4, 6, 0],
         ["c1", "b2", "Orders", 4, 4, 6, 0],
@@ -180,7 +180,7 @@ def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_p
         [
             "--redis-url",
             redis_server.url,
-            "--prefix",
+            "--key-prefix",
             prefix,
             "--since",
             "1h",
@@ -198,6 +198,10 @@ def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_p
     w = summary["window"]
     assert (w["snapshots"], w["latestTakenAt"], w["firstTakenAt"]) == (2, now - 1_000, now - 600_000)
     assert w["skippedSnapshots"] == [now - 300_000]
+    assert w["rows"] == len(first) + len(latest)  # the complete snapshots' rows, not the lost one's
+    assert summary["params"]["rules"]["CONCENTRATED"].startswith(
+        "two or more brokers host the topic and one holds more than 50 % of its writable write queues"
+    )
 
     topics = {t["topic"]: t for t in summary["topics"]}
     assert set(topics) == {"Orders", "Solo", "Even"}
@@ -247,6 +251,68 @@ def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_p
     assert csv_topics.set_index("topic").loc["Orders", "flags"] == "CONCENTRATED"
 
     html = (out / "report.html").read_text()
+    assert "more than 50 %" in html and "≥" not in html and "&ge;" not in html
     assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', html)) == 4
     assert not re.search(r'(src|href)="(https?:)?//', html)  # self-contained
     assert "Orders" in html and "CONCENTRATED" in html
+
+
+# --- the stages, one at a time
+
+
+def inline_fetched(spark, rows, brokers=()) -> job.Fetched:
+    """What `fetch` hands to `compute`, built from inline rows (no Redis)."""
+    from service.skew import transforms as T
+    from service.store.snapshot_reader import SnapshotManifest
+
+    stamps = sorted({r[0] for r in rows})
+    snaps = [
+        SnapshotManifest(str(t), t, 1, sum(r[0] == t for r in rows), 0,
+                         tuple({"cluster": c, "brokerName": b} for c, b in brokers))
+        for t in stamps
+    ]
+    return job.Fetched(spark.createDataFrame(rows, T.ROW_SCHEMA), snaps, len(rows), [], 1)
+
+
+@pytest.mark.redis
+def test_compute_then_render_then_publish(spark, redis_server, tmp_path):
+    """compute() on inline rows (no snapshot in Redis): the latest snapshot's tables and the window's series;
+    then the page, the files and the stored summary."""
+    rows = [
+        (1, "c", "b1", "Even", 4, 4, 6, 0), (1, "c", "b2", "Even", 4, 4, 6, 0),
+        (2, "c", "b1", "Even", 4, 4, 6, 0), (2, "c", "b2", "Even", 4, 4, 6, 0),
+        (2, "c", "b1", "Half", 2, 2, 6, 0), (2, "c", "b2", "Half", 2, 2, 6, 0),   # exactly 50 %: not flagged
+        (1, "c", "b1", "Tilt", 2, 2, 6, 0), (1, "c", "b2", "Tilt", 2, 2, 6, 0),
+        (2, "c", "b1", "Tilt", 3, 3, 6, 0), (2, "c", "b2", "Tilt", 2, 2, 6, 0),   # 60 %: CONCENTRATED, worse
+    ]
+    fetched = inline_fetched(spark, rows, brokers=[("c", "b1"), ("c", "b2"), ("c", "idle")])
+    opts = options.JobOptions(settings=options.load_settings(env={}), since_s=3600, out=tmp_path)
+    progress = job.Progress()
+    tables = job.compute(spark, fetched, opts, None, progress)
+    assert list(progress.stages) == ["topics", "brokers", "latest"]
+
+    t = tables.topics.set_index("topic")
+    assert list(tables.topics["topic"]) == ["Tilt", "Even", "Half"]
+    assert [list(t.loc[n, "flags"]) for n in ("Tilt", "Even", "Half")] == [["CONCENTRATED"], [], []]
+    assert t.loc["Half", "maxShare"] == 0.5
+    assert list(tables.brokers["brokerName"]) == ["b1", "b2", "idle"]
+    assert tables.brokers.set_index("brokerName").loc["idle", "topics"] == 0
+    assert list(tables.worsening["topic"]) == ["Tilt"]
+    assert sorted(tables.imbalance["takenAt"].unique()) == [1, 2]
+    assert tables.top[0] == ("c", "Tilt") and set(tables.heat["topic"]) == {"Tilt", "Even", "Half"}
+
+    window = job.Window(0, 3, fetched.snaps)
+    summary = job.summarize(window, fetched, tables, opts, None)
+    assert (summary["window"]["rows"], summary["totals"]["topics"], summary["totals"]["worsening"]) == (10, 3, 1)
+    html = job.render(summary, tables, opts)
+    assert html.count("data:image/png;base64,") == 4 and "more than 50 %" in html
+
+    prefix = "pub" + uuid.uuid4().hex[:8]
+    with SnapshotReader(RedisSpec(redis_server.url), prefix) as reader:
+        files = job.publish(tmp_path / "out", reader, summary, tables, html)
+        assert reader.load_summary() == orjson.loads(orjson.dumps(summary))
+    assert sorted(p.name for p in files) == sorted(
+        [f"{n}.{e}" for n in ("topics", "brokers", "clusters", "worsening", "imbalance") for e in ("csv", "parquet")]
+        + ["report.html", "summary.json"]
+    )
+    assert orjson.loads((tmp_path / "out" / "summary.json").read_bytes()) == orjson.loads(orjson.dumps(summary))
