@@ -80,7 +80,8 @@ def stop(proc: subprocess.Popen) -> None:
 def namesrv(redis_url: str, workers: int = 1, **env: object) -> tuple[subprocess.Popen, str]:
     port = free_port()
     e = {"NAMESRV_REDIS_URL": redis_url, "NAMESRV_KEY_PREFIX": PREFIX, "NAMESRV_HOST": "127.0.0.1",
-         "NAMESRV_PORT": str(port), "NAMESRV_WORKERS": str(workers), "NAMESRV_SNAPSHOT_INTERVAL_S": "0",
+         "NAMESRV_PORT": str(port), "NAMESRV_REMOTING_PORT": str(free_port()), "NAMESRV_WORKERS": str(workers),
+         "NAMESRV_SNAPSHOT_INTERVAL_S": "0",
          "NAMESRV_LOG_LEVEL": "WARNING"}
     e.update({f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
     proc = start([sys.executable, "-m", "service.cli", "serve"], e)

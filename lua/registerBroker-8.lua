@@ -19,11 +19,18 @@
     14 filterServerList: "-" = absent (leave), otherwise a JSON list ("[]" removes)
     15 topics: "name\tread\twrite\tperm\tsysFlag\n" repeated
     16 now ms ("" = Redis TIME)
+    17 connection id: the native connection this registration came on ("" = none, e.g. HTTP); a later
+       close of that connection removes the broker only while this id is still the registered one
+    18 cross-cluster guard "1"/"0" (a cluster-bound credential): refuse an address a live broker of another
+       cluster holds, and a topic (of ARGV 19) that has queues only on other clusters' brokers
+    19 topics the guard checks: "name\n" repeated (the payload's non-system topics)
   Returns:
     {1, haServerAddr|"", masterAddr|"", hasKv 0/1, {k, v, ...}, changedTopics, registerFirst 0/1}
     {2}                fenced by a newer stateVersion at this id: ignored (live entry of the new addr dropped)
     {-1, ownerCluster} BROKER_NAME_CONFLICT: the brokerName belongs to another cluster; nothing written
     {-2}               REGISTER_FAILED: single-topic guard; nothing written
+    {-4, topic}        CROSS_CLUSTER_REFUSED: the topic lives only on other clusters' brokers; nothing written
+    {-5, brokerAddr}   CROSS_CLUSTER_REFUSED: a live broker of another cluster holds the address; nothing written
   Side effects:
     route tables, reverse index, liveness; an address registered under a new brokerName leaves the old one;
     a replaced address at the same id loses its liveness. Publishes changed topics on {prefix}:changes.
@@ -52,6 +59,24 @@ local kb, kba, kbt = base .. "b:" .. name, base .. "ba:" .. name, base .. "bt:" 
 local owner = rcall("HGET", kb, "cluster")
 if owner and owner ~= cluster then return { -1, owner } end
 if guard and #names == 1 and rcall("HEXISTS", kba, id) == 0 then return { -2 } end
+if ARGV[18] == "1" then
+  for _, c in ipairs(rcall("SMEMBERS", K.clusters)) do
+    if c ~= cluster and rcall("ZSCORE", K.live, c .. "|" .. addr) then return { -5, addr } end
+  end
+  for t in string.gmatch(ARGV[19], "[^\n]+") do
+    if rcall("SISMEMBER", kbt, t) == 0 then  -- a topic this broker already serves was allowed before
+      local holders = rcall("HKEYS", base .. "t:" .. t)
+      local ours = #holders == 0
+      for _, b in ipairs(holders) do
+        if rcall("HGET", base .. "b:" .. b, "cluster") == cluster then
+          ours = true
+          break
+        end
+      end
+      if not ours then return { -4, t } end
+    end
+  end
+end
 
 local ch = changes_new()
 local member = cluster .. "|" .. addr
@@ -185,7 +210,7 @@ end
 -- Step 11: liveness, keyed by (cluster, addr), scored on the Redis clock.
 rcall("ZADD", K.live, now, member)
 rcall("ZADD", K.deadlines, now + timeout, member)
-rcall("HSET", kl, "dv", dv, "sv", sv, "ha", ha, "timeout", timeout, "name", name, "id", id)
+rcall("HSET", kl, "dv", dv, "sv", sv, "ha", ha, "timeout", timeout, "name", name, "id", id, "conn", ARGV[17] or "")
 
 -- Step 12: filter servers: absent leaves them, "[]" removes, a list replaces.
 if filter_arg ~= "-" then

@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(serve)
     serve.add_argument("--host", help="bind address (env NAMESRV_HOST, default 0.0.0.0)")
     serve.add_argument("--port", type=int, help="HTTP port (env NAMESRV_PORT, default 8080)")
+    serve.add_argument("--remoting-port", type=int,
+                       help="RocketMQ native remoting port (env NAMESRV_REMOTING_PORT, default 9876; 0 = off)")
     serve.add_argument("--workers", type=int, help="worker processes on one port (env NAMESRV_WORKERS)")
     serve.add_argument("-p", "--print-config", action="store_true", help="print the effective config and exit")
 
@@ -52,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    flags = {k: getattr(args, k, None) for k in ("host", "port", "workers", "redis_url", "key_prefix")}
+    flags = {k: getattr(args, k, None) for k in ("host", "port", "remoting_port", "workers", "redis_url",
+                                                  "key_prefix")}
     return load_settings(file=getattr(args, "config_file", None), flags=flags)
 
 

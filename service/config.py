@@ -5,6 +5,7 @@ descriptors the CLI, `-p`, the Helm chart's tests and the config endpoint read) 
 so a name or a default can never exist in one place only.
 """
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -44,6 +45,30 @@ class Settings:
                                     minimum=0, maximum=600)
     max_body_bytes: int = _setting(64 * 1024 * 1024, "HTTP request body limit; admits a broker with 100 000 "
                                                      "topics", minimum=1024, maximum=1024 * 1024 * 1024)
+    remoting_port: int = _setting(9876, "RocketMQ native remoting (TCP) port on the same host; 0 = off",
+                                  minimum=0, maximum=65535)
+    remoting_max_frame_bytes: int = _setting(16 * 1024 * 1024, "largest remoting frame accepted (RocketMQ's "
+                                             "frameMaxLength); a larger one closes that connection",
+                                             minimum=1024, maximum=1024 * 1024 * 1024)
+    remoting_idle_s: int = _setting(120, "close a remoting connection silent this long (RocketMQ "
+                                         "serverChannelMaxIdleTimeSeconds)", minimum=1, maximum=86_400)
+    remoting_max_in_flight: int = _setting(64, "requests one remoting connection may have in progress; more "
+                                               "are answered SYSTEM_BUSY", minimum=1, maximum=65_536)
+    remoting_max_pending: int = _setting(4096, "requests a worker may have in progress over all remoting "
+                                               "connections; more are answered SYSTEM_BUSY",
+                                         minimum=1, maximum=1_000_000)
+    remoting_standard_json: bool = _setting(False, "answer routes in standard JSON whatever the client version "
+                                                   "(RocketMQ's acceptStandardJsonOnly for every request)")
+    remoting_tls_mode: str = _setting("DISABLED", "TLS on the remoting port: DISABLED, PERMISSIVE (TLS and "
+                                                  "plain on one port, as RocketMQ) or ENFORCING",
+                                      choices=("DISABLED", "PERMISSIVE", "ENFORCING"))
+    remoting_tls_cert_file: str = _setting("", "PEM certificate chain of the remoting TLS server")
+    remoting_tls_key_file: str = _setting("", "PEM private key of the remoting TLS server")
+    remoting_tls_ca_file: str = _setting("", "CA bundle for remoting client certificates; a verified "
+                                             "certificate's subject CN names the cluster it may register into")
+    remoting_trusted_networks: str = _setting("", "unsigned remoting registrations accepted from these networks "
+                                                  "for the clusters named: 10.0.0.0/8=ClusterA|ClusterB,"
+                                                  "192.168.0.0/16=*")
     access_log: bool = _setting(False, "per-request access log (costs about 3x throughput)")
     log_json: bool = _setting(False, "structured JSON log lines")
     log_level: str = _setting("INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -68,6 +93,8 @@ class Settings:
                                   secret=True)
     admin_token: str = _setting("", "admin token (delete topic, perms, KV writes, config)", secret=True)
     read_token: str = _setting("", "optional token required for reads", secret=True)
+    allow_cross_cluster_topics: bool = _setting(False, "let a cluster-bound broker credential add its broker to "
+                                                       "a topic whose queues live only on other clusters")
     # --- route cache
     route_cache: bool = _setting(True, "worker-local cache of encoded routes, invalidated by change events")
     route_cache_staleness_ms: int = _setting(1000, "upper bound on cache staleness if an event is missed",
@@ -77,6 +104,10 @@ class Settings:
                                         minimum=0, maximum=86_400)
     snapshot_retention_s: int = _setting(86_400, "how long snapshots are kept", minimum=60,
                                          maximum=90 * 86_400)
+    skew_interval_s: int = _setting(3600, "namesrv skew-scheduler: one skew report per interval cluster-wide",
+                                    minimum=10, maximum=7 * 86_400)
+    skew_history: int = _setting(48, "skew reports kept (Redis history, report directories) for the trend",
+                                 minimum=1, maximum=10_000)
     # --- RocketMQ NamesrvConfig switches (runtime: shared through Redis)
     order_message_enable: bool = _setting(False, "fill orderTopicConf from KV ORDER_TOPIC_CONFIG", runtime=True)
     return_order_topic_config_to_broker: bool = _setting(True, "return ORDER_TOPIC_CONFIG on register",
@@ -273,6 +304,17 @@ def check_cross(s: Settings) -> None:
     if s.redis_url and not re.match(r"^(redis|rediss|unix)://", s.redis_url):
         raise ConfigError("redis_url: must start with redis://, rediss:// or unix://")
     parse_broker_tokens(s.broker_tokens)
+    parse_trusted_networks(s.remoting_trusted_networks)
+    if s.remoting_port and s.remoting_port == s.port:
+        raise ConfigError(f"remoting_port: {s.remoting_port} is also the HTTP port")
+    if s.remoting_tls_mode != "DISABLED":
+        for name in ("remoting_tls_cert_file", "remoting_tls_key_file"):
+            path = getattr(s, name)
+            if not path or not os.path.isfile(path):
+                raise ConfigError(f"{name}: remoting_tls_mode {s.remoting_tls_mode} needs a readable file, "
+                                  f"got {path!r}")
+    if s.remoting_tls_ca_file and not os.path.isfile(s.remoting_tls_ca_file):
+        raise ConfigError(f"remoting_tls_ca_file: no such file {s.remoting_tls_ca_file!r}")
 
 
 def parse_broker_tokens(spec: str) -> list[tuple[str, str]]:
@@ -287,6 +329,23 @@ def parse_broker_tokens(spec: str) -> list[tuple[str, str]]:
         if not token or len(token) < 8:
             raise ConfigError("broker_tokens: every token needs at least 8 characters")
         out.append((cluster or ANY_CLUSTER, token))
+    return out
+
+
+def parse_trusted_networks(spec: str) -> list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, frozenset[str]]]:
+    """`10.0.0.0/8=ClusterA|ClusterB,192.168.0.0/16=*` → [(network, clusters)]."""
+    out = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        net, sep, clusters = part.partition("=")
+        names = frozenset(c.strip() for c in clusters.split("|") if c.strip())
+        if not sep or not names:
+            raise ConfigError(f"remoting_trusted_networks: {part!r} is not CIDR=Cluster|Cluster")
+        try:
+            out.append((ipaddress.ip_network(net.strip(), strict=False), names))
+        except ValueError as exc:
+            raise ConfigError(f"remoting_trusted_networks: {exc}") from None
     return out
 
 

@@ -1,5 +1,5 @@
-"""Starting and stopping: one worker process (Redis clients, the core, its doors, the scheduler, signals) and
-the supervisor that keeps N of them serving on one port.
+"""Starting and stopping: one worker process (Redis clients, the core, its two doors — HTTP and RocketMQ
+remoting —, the scheduler, signals) and the supervisor that keeps N of them serving on the same ports.
 
 Every worker binds its own listening sockets with SO_REUSEPORT, so the kernel spreads connections over the
 processes; a worker that dies is replaced; SIGTERM drains in-flight requests for `drain_grace_s` and exits 0.
@@ -24,6 +24,7 @@ from service.config import Settings
 from service.core import NameServer
 from service.http.app import create_app
 from service.logs import setup_logging
+from service.remoting.server import RemotingServer
 from service.scheduler import build_scheduler
 from service.store import RouteStore, connect_store
 
@@ -73,14 +74,20 @@ async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
             loop.add_signal_handler(sig, stop.set)
     access_log = logging.getLogger("aiohttp.access") if settings.access_log else None
     runner = web.AppRunner(create_app(ns), access_log=access_log, shutdown_timeout=settings.drain_grace_s)
+    remoting = RemotingServer(ns, settings) if settings.remoting_port else None
     try:
         async with running(ns):
             await runner.setup()
             await web.SockSite(runner, bind_socket(settings.host, settings.port),
                                shutdown_timeout=settings.drain_grace_s).start()
-            log.info("worker %d serving HTTP on %s:%d", os.getpid(), settings.host, settings.port)
+            if remoting is not None:
+                await remoting.start(bind_socket(settings.host, settings.remoting_port))
+            log.info("worker %d serving HTTP on %s:%d%s", os.getpid(), settings.host, settings.port,
+                     f", RocketMQ remoting on {settings.remoting_port}" if remoting else "")
             await stop.wait()
             log.info("worker %d stopping: draining for up to %.0f s", os.getpid(), settings.drain_grace_s)
+            if remoting is not None:
+                await remoting.stop(settings.drain_grace_s)
             await runner.cleanup()
     finally:
         with contextlib.suppress(Exception):
@@ -105,11 +112,14 @@ def serve(settings: Settings) -> int:
         print("namesrv serve: --workers > 1 needs a shared Redis (--redis-url); the embedded store is "
               "per process", file=sys.stderr)
         return 2
-    try:
-        bind_socket(settings.host, settings.port).close()  # fail fast and clearly if the port is taken
-    except OSError as exc:
-        print(f"namesrv serve: cannot bind {settings.host}:{settings.port}: {exc.strerror}", file=sys.stderr)
-        return 2
+    for port in (settings.port, settings.remoting_port):
+        if not port:
+            continue
+        try:
+            bind_socket(settings.host, port).close()  # fail fast and clearly if a port is taken
+        except OSError as exc:
+            print(f"namesrv serve: cannot bind {settings.host}:{port}: {exc.strerror}", file=sys.stderr)
+            return 2
     if settings.workers == 1:
         run_worker(settings)
         return 0

@@ -26,6 +26,7 @@ class Live:
     dv: tuple[int, int, int]
     ha: str
     name: str
+    conn: str = ""  # the native connection it registered on ("" = none)
 
 
 class Conflict(Exception):
@@ -33,6 +34,10 @@ class Conflict(Exception):
 
 
 class NotFound(Exception):
+    pass
+
+
+class CrossCluster(Exception):
     pass
 
 
@@ -78,11 +83,21 @@ class RouteModel:
 
     # ---------------------------------------------------------------- operations
     def register(self, cluster, name, bid, addr, ha, topics, dv, eam, timeout, now,
-                 delete_missing=False, filters=None):
-        """topics: {t: (r, w, perm, sys)}; eam None = old broker. Returns 'ok', 'fenced' or raises."""
+                 delete_missing=False, filters=None, conn="", guard_topics=None):
+        """topics: {t: (r, w, perm, sys)}; eam None = old broker. Returns 'ok', 'fenced' or raises.
+        guard_topics: the cross-cluster guard is on and these topics are checked (None = off)."""
         b = self.brokers.get(name)
         if b is not None and b.cluster != cluster:
             raise Conflict(b.cluster)
+        if guard_topics is not None:
+            if any(c != cluster and a == addr for c, a in self.live):
+                raise CrossCluster(addr)
+            for t in guard_topics:
+                holders = self.topics.get(t, {})
+                if name in holders or not holders:
+                    continue
+                if not any(self.brokers[h].cluster == cluster for h in holders if h in self.brokers):
+                    raise CrossCluster(t)
         prev = self.live.get((cluster, addr))
         if prev is not None and prev.name != name:
             self._remove_addr(cluster, prev.name, addr)
@@ -121,7 +136,7 @@ class RouteModel:
                     if is_prime_slave and b.eam:
                         p &= ~WRITE
                     self.topics.setdefault(t, {})[name] = (r, w, p, s)
-        self.live[(cluster, addr)] = Live(now, timeout, dv, ha, name)
+        self.live[(cluster, addr)] = Live(now, timeout, dv, ha, name, conn)
         if filters is not None:
             if filters:
                 self.filters[(cluster, addr)] = list(filters)
@@ -141,6 +156,17 @@ class RouteModel:
         if res:
             self._drop_live(cluster, addr)
         return res
+
+    def drop_connection(self, conn, members):
+        """The connection closed: remove what registered on it and has not registered again since."""
+        out = []
+        for cluster, addr in members:
+            live = self.live.get((cluster, addr))
+            if conn and live is not None and live.conn == conn:
+                res = self._remove_addr(cluster, live.name, addr)
+                self._drop_live(cluster, addr)
+                out.append((cluster, addr, live.name, res))
+        return out
 
     def expire(self, now):
         gone = []

@@ -30,12 +30,20 @@ _GRANTS = {"admin": {Role.ADMIN, Role.BROKER, Role.READ}, "broker": {Role.BROKER
 @dataclass(frozen=True, slots=True)
 class Principal:
     role: str  # "admin" | "broker" | "read" | "anonymous"
-    cluster: str | None = None  # broker credentials: the cluster it may write, "*" for any
+    clusters: frozenset[str] = frozenset()  # broker credentials: the clusters it may write; "*" = any
+    via: str = ""  # how it was established (token, signature, certificate, network): for logs
+
+    @classmethod
+    def broker(cls, *clusters: str, via: str = "") -> Principal:
+        return cls("broker", frozenset(clusters), via)
 
     @property
     def cluster_bound(self) -> bool:
-        """A broker credential limited to one cluster (the cross-cluster rules apply to it)."""
-        return self.role == "broker" and self.cluster not in (None, ANY_CLUSTER)
+        """A broker credential limited to named clusters (the cross-cluster rules apply to it)."""
+        return self.role == "broker" and ANY_CLUSTER not in self.clusters
+
+    def may_write(self, cluster: str) -> bool:
+        return ANY_CLUSTER in self.clusters or cluster in self.clusters
 
 
 ANONYMOUS = Principal("anonymous")
@@ -68,9 +76,9 @@ class Access:
             found = ADMIN
         for cluster, tok in self._brokers:
             if _eq(token, tok) and found is None:
-                found = Principal("broker", cluster)
+                found = Principal.broker(cluster, via="token")
         if self._read and _eq(token, self._read) and found is None:
-            found = Principal("read")
+            found = Principal("read", via="token")
         return found
 
     def secrets_for(self, access_key: str) -> list[tuple[Principal, str]]:
@@ -78,14 +86,14 @@ class Access:
         of NAMESRV_BROKER_TOKENS (a `*` entry signs for any cluster). The door checks the signature."""
         out: list[tuple[Principal, str]] = []
         if access_key == "admin" and self._admin:
-            out.append((ADMIN, self._admin))
+            out.append((Principal("admin", via="signature"), self._admin))
         if access_key == "read" and self._read:
-            out.append((Principal("read"), self._read))
+            out.append((Principal("read", via="signature"), self._read))
         for cluster, tok in self._brokers:
             if cluster == access_key:
-                out.append((Principal("broker", cluster), tok))
+                out.append((Principal.broker(cluster, via="signature"), tok))
             elif cluster == ANY_CLUSTER:
-                out.append((Principal("broker", ANY_CLUSTER), tok))
+                out.append((Principal.broker(ANY_CLUSTER, via="signature"), tok))
         return out
 
     # --- decisions
@@ -103,6 +111,5 @@ class Access:
             if who.role == "anonymous":
                 raise Unauthorized(f"this operation needs a {role.value} credential")
             raise Forbidden(f"a {who.role} credential may not do this (needs {role.value})")
-        if role is Role.BROKER and cluster is not None and who.role == "broker" \
-                and who.cluster not in (ANY_CLUSTER, cluster):
+        if role is Role.BROKER and cluster is not None and who.role == "broker" and not who.may_write(cluster):
             raise Forbidden(f"this broker credential may not write cluster {cluster!r}")

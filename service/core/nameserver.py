@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -36,6 +36,7 @@ from service.models import (
     TopicList,
     TopicRouteData,
     entity_name,
+    is_system_topic,
     kv_name,
     kv_value,
     parse_queue_datas,
@@ -108,20 +109,26 @@ class NameServer:
 
     # ------------------------------------------------------------------ brokers
 
-    async def register_broker(self, who: Principal, body: Mapping[str, Any], *,
-                              single_topic_guard: bool = False) -> RegisterBrokerResult:
+    async def register_broker(self, who: Principal, body: Mapping[str, Any], *, single_topic_guard: bool = False,
+                              connection: str = "") -> RegisterBrokerResult:
         """REGISTER_BROKER. `body` is RegisterBroker's JSON shape with typed values (each door builds it from
-        its wire); it is validated here, after the caller's role and before its cluster binding."""
+        its wire); it is validated here, after the caller's role and before its cluster binding. A cluster-bound
+        credential may not reach into other clusters (an address a live broker of another cluster holds, a
+        topic whose queues live only there) unless allow_cross_cluster_topics is set; system topics are
+        exempt. `connection`: the native connection it came on, whose close unregisters it."""
         self.access.require(who, Role.BROKER)
         req = RegisterBroker.parse(body)
         self.access.require(who, Role.BROKER, req.cluster)
         s = self.settings
+        guarded = None
+        if who.cluster_bound and not s.allow_cross_cluster_topics:
+            guarded = [t for t in req.topics if not is_system_topic(t)]
         try:
             res = await self.store.register_broker(
                 req, default_timeout_ms=s.broker_timeout_ms,
                 delete_topic_with_broker_registration=s.delete_topic_with_broker_registration,
                 return_order_topic_config=s.return_order_topic_config_to_broker,
-                single_topic_guard=single_topic_guard)
+                single_topic_guard=single_topic_guard, connection=connection, cross_cluster_topics=guarded)
         except Exception as exc:
             self.metrics.registrations.labels(result=getattr(exc, "code", "error")).inc()
             raise
@@ -148,6 +155,16 @@ class NameServer:
         res = await self.store.unregister_broker(ident)
         self.metrics.unregistrations.inc()
         return UNREGISTER_RESULTS[res]
+
+    async def connection_closed(self, connection: str, members: Iterable[tuple[str, str]]) -> list[str]:
+        """A native connection closed (RocketMQ onChannelDestroy): unregister the brokers that registered on it
+        and have not registered again since through another connection, worker or door."""
+        removed = await self.store.drop_connection(connection, members)
+        for cluster, addr, name, _ in removed:
+            log.warning("broker removed, its connection closed: cluster=%s brokerName=%s brokerAddr=%s",
+                        cluster, name, addr)
+        self.metrics.unregistrations.inc(len(removed))
+        return [f"{c}|{a}" for c, a, _, _ in removed]
 
     async def live_brokers(self, who: Principal, cluster: str | None = None) -> tuple[int, list[LiveBroker]]:
         """(Redis time ms, live entries), optionally of one cluster: the operator's view of brokerLiveTable."""

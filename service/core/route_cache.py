@@ -72,6 +72,7 @@ class RouteCache:
         self._confirmed_at = -1e18
         self._on_config = on_config
         self._tasks: list[asyncio.Task] = []
+        self._stopping = False
         self.hits = 0
         self.misses = 0
         self.flushes = 0
@@ -199,20 +200,27 @@ class RouteCache:
 
     # ---------------------------------------------------------------- background tasks
     async def start(self) -> None:
+        self._stopping = False
         self._tasks = [asyncio.create_task(self._listen(), name="route-cache-listen"),
                        asyncio.create_task(self._poll(), name="route-cache-poll")]
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks = []
+        """Cancel the background tasks until they end: a client library may turn one cancellation into its own
+        timeout error (which the loops would retry), so the loops also watch `_stopping`."""
+        self._stopping = True
+        tasks, self._tasks = self._tasks, []
+        while tasks:
+            for t in tasks:
+                t.cancel()
+            done, pending = await asyncio.wait(tasks, timeout=0.5)
+            for t in done:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    t.result()
+            tasks = list(pending)
 
     async def _poll(self) -> None:
         interval = max(self.staleness / 2, 0.005)
-        while True:
+        while not self._stopping:
             try:
                 await self.poll_once()
             except Exception as exc:  # Redis down: entries go stale by themselves after the bound
@@ -221,7 +229,7 @@ class RouteCache:
 
     async def _listen(self) -> None:
         backoff = 0.05
-        while True:
+        while not self._stopping:
             try:
                 # anything cached before this subscription may have missed events: flush once subscribed
                 async for payload in self._events(self.flush):

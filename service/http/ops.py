@@ -31,12 +31,15 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def advertised(request: web.Request) -> str:
-    """What /rocketmq/nsaddr answers: the configured list, else this host at the HTTP port."""
+    """What /rocketmq/nsaddr answers: the configured list, else this host at the native remoting port (what
+    RocketMQ clients and brokers connect to), or at the HTTP port when remoting is off."""
     settings = request.app[NS].base_settings
     if settings.advertised_addrs:
         return settings.advertised_addrs
     host = request.host.rsplit(":", 1)[0] if request.host else "127.0.0.1"
-    return f"{host}:{settings.port}"
+    if host.startswith("[") and not host.endswith("]"):  # an IPv6 literal without a port
+        host = request.host
+    return f"{host}:{settings.remoting_port or settings.port}"
 
 
 async def nsaddr(request: web.Request) -> web.Response:

@@ -193,8 +193,13 @@ class RouteStore:
         delete_topic_with_broker_registration: bool = False,
         return_order_topic_config: bool = True,
         single_topic_guard: bool = False,
+        connection: str = "",
+        cross_cluster_topics: Sequence[str] | None = None,
         now: int | None = None,
     ) -> RegisterBrokerResult:
+        """REGISTER_BROKER. `connection`: the native connection it came on (its close unregisters the broker
+        unless it registered again since). `cross_cluster_topics`: when not None, the cross-cluster guard is on
+        and these topics (the payload's non-system ones) must not live only on other clusters' brokers."""
         eam = "" if req.enable_acting_master is None else _flag(req.enable_acting_master)
         fsl = "-" if req.filter_server_list is None else orjson.dumps(req.filter_server_list).decode()
         timeout = req.heartbeat_timeout_ms or default_timeout_ms or self.default_timeout_ms
@@ -204,6 +209,8 @@ class RouteStore:
             req.zone_name or "", eam, timeout, req.data_version.encode(), req.data_version.state_version,
             _flag(delete_topic_with_broker_registration), _flag(return_order_topic_config),
             _flag(single_topic_guard), fsl, encode_topics(req.topics), "" if now is None else now,
+            connection, _flag(cross_cluster_topics is not None),
+            "".join(t + "\n" for t in cross_cluster_topics or ()),
             client=self.bulk_redis,
         )
         status = int(res[0])
@@ -248,6 +255,18 @@ class RouteStore:
         (res,) = await self._run("unregisterBroker", self._fixed["unregisterBroker"], ident.cluster,
                                  ident.broker_name, str(ident.broker_id), ident.broker_addr, client=self.bulk_redis)
         return int(res)
+
+    async def drop_connection(self, connection: str, members: Iterable[tuple[str, str]]
+                              ) -> list[tuple[str, str, str, int]]:
+        """A native connection closed: unregister the (cluster, brokerAddr) entries that registered on it and
+        have not registered again since. Returns (cluster, addr, brokerName, 1 removed | 2 reduced)."""
+        args: list[str] = [connection]
+        for cluster, addr in members:
+            args += [cluster, addr]
+        if len(args) == 1:
+            return []
+        flat = await self._run("dropConnection", self._fixed["dropConnection"], *args, client=self.bulk_redis)
+        return [(flat[i], flat[i + 1], flat[i + 2], int(flat[i + 3])) for i in range(0, len(flat), 4)]
 
     async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000) -> ExpireResult:
         """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics); `more` says

@@ -18,9 +18,11 @@ from tests.redis_server import free_port
 class Namesrv:
     def __init__(self, redis_url: str, prefix: str, workers: int = 1, **env: object) -> None:
         self.port = free_port()
+        self.remoting_port = int(env.pop("remoting_port", free_port()))
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "NAMESRV_REDIS_URL": redis_url, "NAMESRV_KEY_PREFIX": prefix,
                     "NAMESRV_HOST": "127.0.0.1", "NAMESRV_PORT": str(self.port), "NAMESRV_WORKERS": str(workers),
+                    "NAMESRV_REMOTING_PORT": str(self.remoting_port),
                     "NAMESRV_SNAPSHOT_INTERVAL_S": "0", "NAMESRV_LOG_LEVEL": "INFO"}
         full_env.update({f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
         self.log = open(f"/tmp/namesrv-{self.port}.log", "w+b")  # noqa: SIM115

@@ -222,6 +222,9 @@ async def test_the_store_passes_each_script_exactly_its_declared_keys():
     await s.kv_delete("NS", "k")
     await s.put_runtime_config({"a": "b"})
     _ = [rows async for rows in s.snapshot_pages()]
+    await s.register_broker(RegisterBroker("C1", "B2", 0, "10.0.0.2:1", "", {"T3": TopicConfig()}),
+                            connection="conn-1", now=2)
+    assert await s.drop_connection("conn-1", [("C1", "10.0.0.2:1")]) == [("C1", "10.0.0.2:1", "B2", 1)]
     await s.unregister_broker(BrokerIdentity("C1", "B1", 0, "10.0.0.1:1"))
     await s.expire(now=10**13)
     by_sha = {hashlib.sha1(sc.source.encode()).hexdigest(): sc for sc in load_all().values()}

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from service.errors import BrokerNameConflict, BrokerNotFound
+from service.errors import BrokerNameConflict, BrokerNotFound, CrossClusterRefused
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore
 from tests.invariants import check_invariants, jsonable
-from tests.model import Conflict, NotFound, RouteModel
+from tests.model import Conflict, CrossCluster, NotFound, RouteModel
 
 CLUSTERS = ["C0", "C1", "C2"]
 NAMES = [f"b{i}" for i in range(6)]
@@ -42,6 +42,7 @@ def make_machine(connect):
             self.model = RouteModel()
             self.now = 1_000_000
             self.support_acting_master = False
+            self.conns: dict[str, set[tuple[str, str]]] = {}  # what each native connection registered
 
         def run(self, coro):
             return self.loop.run_until_complete(coro)
@@ -55,25 +56,33 @@ def make_machine(connect):
               a=st.sampled_from(ADDRS), topics=topic_tables, counter=st.integers(0, 3), sv=st.integers(0, 2),
               eam=st.sampled_from([None, True, False]), timeout=st.sampled_from([1000, 5000, 120_000]),
               delete_missing=st.booleans(),
-              filters=st.sampled_from([None, [], ["10.9.0.1:1"]]))
-        def register(self, c, n, bid, a, topics, counter, sv, eam, timeout, delete_missing, filters):
+              filters=st.sampled_from([None, [], ["10.9.0.1:1"]]),
+              conn=st.sampled_from(["", "", "conn-1", "conn-2"]), guarded=st.booleans())
+        def register(self, c, n, bid, a, topics, counter, sv, eam, timeout, delete_missing, filters, conn, guarded):
             self.now += 10
+            guard_topics = sorted(topics) if guarded else None
             req = RegisterBroker(
                 cluster=c, broker_name=n, broker_id=bid, broker_addr=a, ha_server_addr="10.0.1.1:1",
                 topics={t: TopicConfig(*v) for t, v in topics.items()},
                 data_version=DataVersion(1, counter, sv), enable_acting_master=eam,
                 heartbeat_timeout_ms=timeout, filter_server_list=filters)
+            call = self.store.register_broker(req, delete_topic_with_broker_registration=delete_missing,
+                                              connection=conn, cross_cluster_topics=guard_topics, now=self.now)
             try:
                 expected = self.model.register(c, n, bid, a, "10.0.1.1:1", topics, (1, counter, sv), eam,
-                                               timeout, self.now, delete_missing, filters)
+                                               timeout, self.now, delete_missing, filters, conn, guard_topics)
             except Conflict:
                 with pytest.raises(BrokerNameConflict):
-                    self.run(self.store.register_broker(req, delete_topic_with_broker_registration=delete_missing,
-                                                        now=self.now))
+                    self.run(call)
                 return
-            res = self.run(self.store.register_broker(req, delete_topic_with_broker_registration=delete_missing,
-                                                      now=self.now))
+            except CrossCluster:
+                with pytest.raises(CrossClusterRefused):
+                    self.run(call)
+                return
+            res = self.run(call)
             assert res.fenced == (expected == "fenced")
+            if conn:
+                self.conns.setdefault(conn, set()).add((c, a))
 
         @rule(c=st.sampled_from(CLUSTERS), a=st.sampled_from(ADDRS), dt=st.integers(0, 3000))
         def heartbeat(self, c, a, dt):
@@ -88,6 +97,12 @@ def make_machine(connect):
         def unregister(self, c, n, a):
             expected = self.model.unregister(c, n, a)
             assert self.run(self.store.unregister_broker(BrokerIdentity(c, n, 0, a))) == expected
+
+        @rule(conn=st.sampled_from(["conn-1", "conn-2"]))
+        def connection_closed(self, conn):
+            members = sorted(self.conns.pop(conn, set()))
+            expected = self.model.drop_connection(conn, members)
+            assert self.run(self.store.drop_connection(conn, members)) == expected
 
         @rule(dt=st.integers(0, 8000))
         def expire(self, dt):

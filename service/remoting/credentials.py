@@ -1,0 +1,54 @@
+"""Who sent a remoting request: RocketMQ's ACL signature (AccessKey/Signature ext fields, as AclClientRPCHook
+and ali-ons send them), else a verified TLS client certificate, else a trusted network, else anonymous.
+
+Stock Java brokers sign nothing on their NameServer calls, so the certificate and network paths let an
+unmodified broker register with auth on. What each principal may do is the core's decision
+(service/core/access.py); a signature that does not verify is refused here, before anything runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from service.config import Settings, parse_trusted_networks
+from service.core import ANONYMOUS, Access, Principal
+from service.errors import Unauthorized
+from service.remoting.signature import verify
+
+ACCESS_KEY = "AccessKey"
+SIGNATURE = "Signature"
+
+
+class Credentials:
+    def __init__(self, access: Access, settings: Settings) -> None:
+        self.access = access
+        self.networks = parse_trusted_networks(settings.remoting_trusted_networks)
+
+    def of_connection(self, peer_ip: str | None, cert_cluster: str | None) -> Principal:
+        """What an unsigned request on this connection is: its certificate's cluster, its network's clusters,
+        or anonymous."""
+        if cert_cluster:
+            return Principal.broker(cert_cluster, via="certificate")
+        if peer_ip and self.networks:
+            try:
+                ip = ipaddress.ip_address(peer_ip.split("%", 1)[0])
+            except ValueError:
+                return ANONYMOUS
+            clusters = frozenset().union(*(names for net, names in self.networks if ip in net))
+            if clusters:
+                return Principal("broker", clusters, via="network")
+        return ANONYMOUS
+
+    def of_request(self, ext: dict[str, str], body: bytes, unsigned: Principal) -> Principal:
+        """The signer of a signed request (Unauthorized when the signature does not verify); `unsigned` for a
+        request without a signature."""
+        access_key = ext.get(ACCESS_KEY)
+        signature = ext.get(SIGNATURE)
+        if not access_key and not signature:
+            return unsigned
+        if not access_key or not signature:
+            raise Unauthorized("a signed request needs both AccessKey and Signature")
+        for principal, secret in self.access.secrets_for(access_key):
+            if verify(ext, body, secret):
+                return principal
+        raise Unauthorized(f"signature of AccessKey {access_key!r} does not verify")

@@ -1,0 +1,314 @@
+"""The native door: RocketMQ's TCP remoting protocol on port 9876, one asyncio Protocol per connection.
+
+- Frames are decoded as bytes arrive; a cached route read (code 105) is answered inside data_received, with no
+  task and no copy beyond the write; everything else runs as a task, bounded per connection
+  (`remoting_max_in_flight`) and per worker (`remoting_max_pending`): past either bound the answer is
+  SYSTEM_BUSY at once, as Java's thread-pool queues answer "[OVERLOAD]system busy".
+- A frame over the limit or that cannot be decoded closes that connection only.
+- Broker liveness by connection, as Java's BrokerHousekeepingService: when a connection a broker registered on
+  is closed by the peer, breaks, or idles out, the broker is unregistered at once (in Redis, so for every worker),
+  unless it registered again since through another connection, worker or door. A worker that stops on purpose
+  (SIGTERM) closes its connections without unregistering anyone: the brokers re-register elsewhere.
+- TLS: DISABLED, PERMISSIVE (a first byte 0x16 means a TLS ClientHello; plain and TLS share the port, as
+  RocketMQ's tls.server.mode=permissive) or ENFORCING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import socket
+import ssl
+import time
+from typing import Any
+
+from service.config import Settings
+from service.core import NameServer, Principal
+from service.errors import RMQ_REQUEST_CODE_NOT_SUPPORTED, RMQ_SYSTEM_BUSY, RMQ_SYSTEM_ERROR, NamesrvError
+from service.metrics import RemotingStats
+from service.remoting import codes
+from service.remoting.codec import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    FrameDecoder,
+    FrameError,
+    RemotingCommand,
+    encode,
+    make_response,
+)
+from service.remoting.credentials import Credentials
+from service.remoting.handlers import HANDLERS, Call, Reply, error_reply, route_reply
+
+log = logging.getLogger(__name__)
+OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
+_CONN_PREFIX = f"{socket.gethostname()}:{os.getpid()}:{int(time.time() * 1000)}:"
+_conn_ids = itertools.count(1)
+TLS_HANDSHAKE = 0x16
+
+
+class Connection(asyncio.Protocol):
+    """One client or broker connection."""
+
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.id = _CONN_PREFIX + str(next(_conn_ids))
+        self.decoder = FrameDecoder(server.settings.remoting_max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.peer_ip: str | None = None
+        self.unsigned: Principal = server.anonymous
+        self.in_flight = 0
+        self.last_active = 0.0
+        self.members: set[tuple[str, str]] = set()  # (cluster, brokerAddr) registered on this connection
+        self.close_reason = "peer"
+
+    # --- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio classes
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer_ip = str(peer[0])
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self.unsigned = self.server.credentials.of_connection(self.peer_ip, _cert_cluster(transport))
+        self.last_active = self.server.loop.time()
+        self.server.opened(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = self.server.loop.time()
+        try:
+            commands = self.decoder.feed(data)
+        except FrameError as exc:
+            for cmd in exc.decoded:
+                self.server.dispatch(self, cmd)
+            log.warning("remoting %s: closing the connection: %s", self.peer, exc)
+            self.server.stats.frame_errors += 1
+            self.close("bad-frame")
+            return
+        for cmd in commands:
+            self.server.dispatch(self, cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.closed(self, exc)
+
+    # --- used by the server and the handlers
+
+    def registered(self, cluster: str, addr: str) -> None:
+        self.members.add((cluster, addr))
+
+    def unregistered(self, cluster: str, addr: str) -> None:
+        self.members.discard((cluster, addr))
+
+    def send(self, frame: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(frame)
+
+    def close(self, reason: str) -> None:
+        self.close_reason = reason
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _cert_cluster(transport: asyncio.BaseTransport) -> str | None:
+    """The subject CN of a verified client certificate: the cluster it may register into."""
+    cert = transport.get_extra_info("peercert")
+    if not cert:
+        return None
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
+class RemotingServer:
+    """The remoting listener of one worker, over the worker's NameServer core."""
+
+    def __init__(self, ns: NameServer, settings: Settings) -> None:
+        self.ns = ns
+        self.settings = settings
+        self.credentials = Credentials(ns.access, settings)
+        self.anonymous = self.credentials.of_connection(None, None)
+        self.open_mode = ns.access.open_mode
+        self.stats: RemotingStats = ns.metrics.remoting
+        self.connections: set[Connection] = set()
+        self.stats.open_now = lambda: len(self.connections)
+        self.pending = 0
+        self.stopping = False
+        self.loop = asyncio.get_event_loop()
+        self._servers: list[asyncio.AbstractServer] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._tls = _tls_context(settings)
+
+    # --- lifecycle
+
+    async def start(self, sock: socket.socket) -> None:
+        self.loop = asyncio.get_running_loop()
+        mode = self.settings.remoting_tls_mode
+        if mode == "DISABLED":
+            self._servers.append(await self.loop.create_server(lambda: Connection(self), sock=sock, backlog=1024))
+        else:
+            self._track(self.loop.create_task(self._accept_tls(sock, mode == "ENFORCING")))
+        self._sweeper = self.loop.create_task(self._sweep_idle())
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop accepting, let in-flight requests finish (up to `grace_s`), close every connection without
+        unregistering anyone (the brokers register again with another worker)."""
+        self.stopping = True
+        for srv in self._servers:
+            srv.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        deadline = self.loop.time() + grace_s
+        while self.pending and self.loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            conn.close("shutdown")
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept_tls(self, sock: socket.socket, enforcing: bool) -> None:
+        """Accept by hand so the first byte can be peeked: 0x16 starts a TLS handshake."""
+        sock.setblocking(False)
+        while True:
+            client, _ = await self.loop.sock_accept(sock)
+            self._track(self.loop.create_task(self._admit(client, enforcing)))
+
+    async def _admit(self, client: socket.socket, enforcing: bool) -> None:
+        client.setblocking(False)
+        try:
+            first = await asyncio.wait_for(self._peek(client), timeout=self.settings.remoting_idle_s)
+            tls = first == TLS_HANDSHAKE
+            if not tls and enforcing:
+                self.stats.closes["plain-refused"] += 1
+                client.close()
+                return
+            await self.loop.connect_accepted_socket(lambda: Connection(self), client,
+                                                    ssl=self._tls if tls else None)
+        except (TimeoutError, OSError, ssl.SSLError) as exc:
+            log.info("remoting: connection not admitted: %s", exc)
+            client.close()
+
+    async def _peek(self, client: socket.socket) -> int:
+        fut: asyncio.Future[None] = self.loop.create_future()
+        self.loop.add_reader(client.fileno(), lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            self.loop.remove_reader(client.fileno())
+        data = client.recv(1, socket.MSG_PEEK)
+        if not data:
+            raise ConnectionResetError("closed before sending anything")
+        return data[0]
+
+    async def _sweep_idle(self) -> None:
+        """One timer for all connections: close those silent for remoting_idle_s (RocketMQ's all-idle)."""
+        idle = self.settings.remoting_idle_s
+        while True:
+            await asyncio.sleep(min(idle / 4, 5.0))
+            cutoff = self.loop.time() - idle
+            for conn in [c for c in self.connections if c.last_active < cutoff and not c.in_flight]:
+                log.info("remoting %s: idle for %d s, closing", conn.peer, idle)
+                conn.close("idle")
+
+    # --- connections
+
+    def opened(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        self.stats.opened += 1
+
+    def closed(self, conn: Connection, exc: Exception | None) -> None:
+        self.connections.discard(conn)
+        reason = conn.close_reason if exc is None else "error"
+        self.stats.closes[reason] += 1
+        if conn.members and not self.stopping:
+            members = sorted(conn.members)
+            self._track(self.loop.create_task(self._forget(conn, members, reason)))
+
+    async def _forget(self, conn: Connection, members: list[tuple[str, str]], reason: str) -> None:
+        try:
+            removed = await self.ns.connection_closed(conn.id, members)
+            log.info("remoting %s: connection closed (%s); unregistered %s", conn.peer, reason, removed or "none")
+        except NamesrvError as exc:  # Redis down: the expiry scan removes them later
+            log.warning("remoting %s: connection closed (%s), brokers %s not unregistered: %s", conn.peer,
+                        reason, members, exc.message)
+
+    # --- requests
+
+    def dispatch(self, conn: Connection, cmd: RemotingCommand) -> None:
+        if cmd.flag & FLAG_RESPONSE:
+            return  # the NameServer sends no requests, so no response is awaited
+        started = time.perf_counter()
+        code = cmd.code
+        if code == codes.GET_ROUTEINFO_BY_TOPIC:  # the hot path: a cache hit is answered right here
+            try:
+                who = self.anonymous if self.open_mode else self.credentials.of_request(
+                    cmd.ext_fields, cmd.body, conn.unsigned)
+                topic = cmd.ext_fields.get("topic")
+                entry = self.ns.cached_route(who, topic) if topic else None
+                if entry is not None:
+                    self.reply(conn, cmd, route_reply(self.ns, cmd, topic, entry), started)  # type: ignore[arg-type]
+                    return
+            except NamesrvError as err:
+                self.reply(conn, cmd, error_reply(err), started)
+                return
+        handler = HANDLERS.get(code)
+        if handler is None:
+            self.reply(conn, cmd, Reply(RMQ_REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported"),
+                       started)
+            return
+        if conn.in_flight >= self.settings.remoting_max_in_flight or \
+                self.pending >= self.settings.remoting_max_pending:
+            self.stats.busy += 1
+            self.reply(conn, cmd, Reply(RMQ_SYSTEM_BUSY, OVERLOAD), started)
+            return
+        conn.in_flight += 1
+        self.pending += 1
+        self._track(self.loop.create_task(self._run(conn, cmd, handler, started)))
+
+    async def _run(self, conn: Connection, cmd: RemotingCommand, handler: Any, started: float) -> None:
+        try:
+            who = self.anonymous if self.open_mode else self.credentials.of_request(
+                cmd.ext_fields, cmd.body, conn.unsigned)
+            reply = await handler(Call(self.ns, who, cmd, conn))
+        except NamesrvError as err:
+            reply = error_reply(err)
+        except Exception:
+            log.exception("remoting %s: request %s failed", conn.peer, codes.NAMES.get(cmd.code, cmd.code))
+            reply = Reply(RMQ_SYSTEM_ERROR, "internal error; see the server log")
+        finally:
+            conn.in_flight -= 1
+            self.pending -= 1
+        self.reply(conn, cmd, reply, started)
+
+    def reply(self, conn: Connection, cmd: RemotingCommand, reply: Reply, started: float) -> None:
+        self.stats.observe(cmd.code, reply.code, time.perf_counter() - started)
+        if cmd.flag & FLAG_ONEWAY:
+            return
+        try:
+            frame = encode(make_response(cmd, reply.code, reply.remark, reply.ext, reply.body))
+        except ValueError as exc:  # a value the request's serialization cannot carry
+            frame = encode(make_response(cmd, RMQ_SYSTEM_ERROR, f"reply not encodable: {exc}"))
+        conn.send(frame)
+
+
+def _tls_context(settings: Settings) -> ssl.SSLContext | None:
+    if settings.remoting_tls_mode == "DISABLED":
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(settings.remoting_tls_cert_file, settings.remoting_tls_key_file)
+    if settings.remoting_tls_ca_file:
+        ctx.load_verify_locations(settings.remoting_tls_ca_file)
+        ctx.verify_mode = ssl.CERT_OPTIONAL  # a client certificate names a cluster; unsigned clients may still read
+    return ctx
