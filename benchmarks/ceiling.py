@@ -1,13 +1,16 @@
-"""Ceilings for the HTTP benchmarks: the same aiohttp + uvloop stack with no NameServer logic.
+"""Ceilings for the benchmarks: the same stacks (aiohttp / asyncio on uvloop) with no NameServer logic.
 
 `--mode route`: returns pre-encoded route bytes for /v1/topics/{topic}/route (what a perfect cache would do);
-`--mode evalsha`: /v1/brokers/heartbeat runs one no-op EVALSHA on Redis, then answers a small JSON.
+`--mode evalsha`: /v1/brokers/heartbeat runs one no-op EVALSHA on Redis, then answers a small JSON;
+`--mode remoting`: a bare asyncio Protocol that splits RocketMQ frames and answers each with one fixed,
+pre-encoded route reply frame.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import struct
 
 import orjson
 import redis.asyncio as aioredis
@@ -44,9 +47,51 @@ def evalsha_app(redis_url: str) -> web.Application:
     return app
 
 
+_LENGTH = struct.Struct(">i")
+
+
+class FixedFrame(asyncio.Protocol):
+    """Answer every complete remoting frame with the same bytes: framing, and nothing else."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.buf = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data if self.buf else data
+        pos, n = 0, len(buf)
+        unpack = _LENGTH.unpack_from
+        count = 0
+        while n - pos >= 4:
+            (total,) = unpack(buf, pos)
+            if n - pos < 4 + total:
+                break
+            count += 1
+            pos += 4 + total
+        self.buf = buf[pos:] if pos < n else b""
+        if count:
+            self.transport.write(self.reply * count)  # type: ignore[attr-defined]
+
+
+def remoting_reply(route_body: bytes) -> bytes:
+    header = b'{"code":0,"flag":1,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}'
+    return (4 + len(header) + len(route_body)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + \
+        route_body
+
+
+async def serve_remoting(port: int, reply: bytes) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: FixedFrame(reply), "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=["route", "evalsha"], required=True)
+    p.add_argument("--mode", choices=["route", "evalsha", "remoting"], required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--bodies", help="JSON file topic -> route JSON (route mode)")
     p.add_argument("--redis-url")
@@ -54,6 +99,11 @@ def main() -> None:
     import uvloop
 
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    if args.mode == "remoting":
+        with open(args.bodies, "rb") as fh:
+            first = next(iter(orjson.loads(fh.read()).values()))
+        asyncio.run(serve_remoting(args.port, remoting_reply(orjson.dumps(first))))
+        return
     if args.mode == "route":
         with open(args.bodies, "rb") as fh:
             bodies = {t: orjson.dumps(v) for t, v in orjson.loads(fh.read()).items()}

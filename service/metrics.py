@@ -78,6 +78,7 @@ class RemotingStats:
         self.closes: collections.Counter[str] = collections.Counter()
         self.frame_errors = 0
         self.busy = 0
+        self.fast_routes = 0  # cached route reads answered by the decoder's hot path (code 105, SUCCESS)
         self.open_now = lambda: 0  # set by the server: connections open now
 
     def observe(self, code: int, result: int, seconds: float) -> None:
@@ -95,11 +96,19 @@ class RemotingStats:
 
         c = CounterMetricFamily("namesrv_remoting_requests", "remoting requests by request code and response code",
                                 labels=["code", "request", "result"])
-        for (code, result), n in sorted(self.counts.items()):
+        counts = dict(self.counts)
+        if self.fast_routes:
+            counts[(105, 0)] = counts.get((105, 0), 0) + self.fast_routes
+        for (code, result), n in sorted(counts.items()):
             c.add_metric([str(code), NAMES.get(code, "UNKNOWN"), str(result)], n)
         yield c
-        h = HistogramMetricFamily("namesrv_remoting_request_seconds", "remoting request latency", labels=["code"])
-        for code, b in sorted(self.buckets.items()):
+        h = HistogramMetricFamily("namesrv_remoting_request_seconds", "remoting request latency (hot-path route "
+                                  "reads count in the first bucket)", labels=["code"])
+        buckets = {k: list(v) for k, v in self.buckets.items()}
+        if self.fast_routes:
+            buckets.setdefault(105, [0] * (len(LATENCY_BUCKETS) + 1))[0] += self.fast_routes
+            self.sums.setdefault(105, 0.0)
+        for code, b in sorted(buckets.items()):
             cumulative, acc = [], 0
             for bound, n in zip((*LATENCY_BUCKETS, float("inf")), b, strict=True):
                 acc += n

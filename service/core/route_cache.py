@@ -66,6 +66,7 @@ class RouteCache:
         self._clock = clock
         self._entries: dict[str, RouteEntry] = {}
         self._missing: dict[str, None] = {}
+        self._inflight: dict[str, asyncio.Future[RouteEntry]] = {}
         self.bytes = 0
         self._epoch = 0
         self._ver_seen = -1
@@ -95,8 +96,27 @@ class RouteCache:
         return None
 
     async def fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]]) -> RouteEntry:
-        """Read through `fetch` and cache the result unless an eviction raced with the read."""
+        """Read through `fetch` and cache the result unless an eviction raced with the read. Concurrent misses
+        of one topic share one fetch (a cold cache under load asks Redis once per topic, not once per request)."""
         self.misses += 1
+        shared = self._inflight.get(topic)
+        if shared is not None:
+            return await asyncio.shield(shared)
+        fut: asyncio.Future[RouteEntry] = asyncio.get_running_loop().create_future()
+        self._inflight[topic] = fut
+        try:
+            entry = await self._fill(topic, fetch)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: followers re-raise it, nobody logs "never retrieved"
+            raise
+        else:
+            fut.set_result(entry)
+            return entry
+        finally:
+            del self._inflight[topic]
+
+    async def _fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]]) -> RouteEntry:
         epoch = self._epoch
         route = await fetch()
         entry = MISSING if route is None else RouteEntry(route)

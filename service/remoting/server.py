@@ -25,6 +25,8 @@ import ssl
 import time
 from typing import Any
 
+import orjson
+
 from service.config import Settings
 from service.core import NameServer, Principal
 from service.errors import RMQ_REQUEST_CODE_NOT_SUPPORTED, RMQ_SYSTEM_BUSY, RMQ_SYSTEM_ERROR, NamesrvError
@@ -33,6 +35,7 @@ from service.remoting import codes
 from service.remoting.codec import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
+    SERVER_VERSION,
     FrameDecoder,
     FrameError,
     RemotingCommand,
@@ -40,7 +43,7 @@ from service.remoting.codec import (
     make_response,
 )
 from service.remoting.credentials import Credentials
-from service.remoting.handlers import HANDLERS, Call, Reply, error_reply, route_reply
+from service.remoting.handlers import HANDLERS, Call, Reply, encoder, error_reply, route_reply, route_variant
 
 log = logging.getLogger(__name__)
 OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
@@ -80,16 +83,25 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = self.server.loop.time()
         try:
-            commands = self.decoder.feed(data)
+            items = self.decoder.feed(data, self.server.fast_route)
         except FrameError as exc:
-            for cmd in exc.decoded:
-                self.server.dispatch(self, cmd)
+            self._serve(exc.decoded)  # type: ignore[arg-type]
             log.warning("remoting %s: closing the connection: %s", self.peer, exc)
             self.server.stats.frame_errors += 1
             self.close("bad-frame")
             return
-        for cmd in commands:
-            self.server.dispatch(self, cmd)
+        self._serve(items)
+
+    def _serve(self, items: list[RemotingCommand | bytes]) -> None:
+        """Cached route replies go out in one write; every other command is dispatched."""
+        ready = []
+        for item in items:
+            if type(item) is bytes:
+                ready.append(item)
+            else:
+                self.server.dispatch(self, item)  # type: ignore[arg-type]
+        if ready:
+            self.send(b"".join(ready) if len(ready) > 1 else ready[0])
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.closed(self, exc)
@@ -133,6 +145,9 @@ class RemotingServer:
         self.credentials = Credentials(ns.access, settings)
         self.anonymous = self.credentials.of_connection(None, None)
         self.open_mode = ns.access.open_mode
+        # the hot path needs no credential: reads are open (no read token) or everything is (open mode)
+        self.fast_ok = self.open_mode or not ns.access.reads_protected
+        self.standard_only = settings.remoting_standard_json
         self.stats: RemotingStats = ns.metrics.remoting
         self.connections: set[Connection] = set()
         self.stats.open_now = lambda: len(self.connections)
@@ -246,6 +261,41 @@ class RemotingServer:
 
     # --- requests
 
+    def fast_route(self, view: memoryview, start: int, stop: int) -> bytes | None:
+        """The hot path, called by the frame decoder for every frame: a JSON GET_ROUTEINFO_BY_TOPIC whose route
+        is cached gets its reply frame here, without a RemotingCommand, a task or a separate write. Anything
+        else (other codes, signatures, zones, a miss, a header this does not fully understand) returns None and
+        takes the general path, which decodes and checks the frame properly."""
+        if view[start] != 0 or not self.fast_ok:  # serialize type byte: JSON only
+            return None
+        header_len = int.from_bytes(view[start + 1:start + 4], "big")
+        if start + 4 + header_len != stop:  # a body: not a plain route request
+            return None
+        try:
+            header = orjson.loads(view[start + 4:stop])
+        except orjson.JSONDecodeError:
+            return None
+        if type(header) is not dict or header.get("code") != codes.GET_ROUTEINFO_BY_TOPIC or header.get("flag"):
+            return None
+        ext = header.get("extFields")
+        opaque = header.get("opaque")
+        if type(ext) is not dict or type(opaque) is not int or not -2**31 <= opaque < 2**31:
+            return None
+        topic = ext.get("topic")
+        if type(topic) is not str or len(ext) > 2 or ("acceptStandardJsonOnly" not in ext and len(ext) > 1):
+            return None  # signatures, zones, unknown fields: the general path
+        version = header.get("version", 0)
+        try:
+            entry = self.ns.cached_route(self.anonymous, topic)
+        except NamesrvError:
+            return None
+        if entry is None or entry.route is None or type(version) is not int:
+            return None
+        variant = route_variant(version, ext, self.standard_only)
+        body = entry.encoded.get(variant) or self.ns.encoded_route(topic, entry, variant, encoder(variant))
+        self.stats.fast_routes += 1
+        return route_frame(opaque, body)
+
     def dispatch(self, conn: Connection, cmd: RemotingCommand) -> None:
         if cmd.flag & FLAG_RESPONSE:
             return  # the NameServer sends no requests, so no response is awaited
@@ -301,6 +351,16 @@ class RemotingServer:
         except ValueError as exc:  # a value the request's serialization cannot carry
             frame = encode(make_response(cmd, RMQ_SYSTEM_ERROR, f"reply not encodable: {exc}"))
         conn.send(frame)
+
+
+_ROUTE_HEADER = (b'{"code":0,"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":'
+                 + str(SERVER_VERSION).encode() + b"}")
+
+
+def route_frame(opaque: int, body: bytes) -> bytes:
+    """A SUCCESS reply carrying `body`, byte for byte what encode(make_response(...)) builds for a JSON request."""
+    header = _ROUTE_HEADER % opaque
+    return (4 + len(header) + len(body)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + body
 
 
 def _tls_context(settings: Settings) -> ssl.SSLContext | None:

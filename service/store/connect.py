@@ -40,7 +40,8 @@ def make_redis(settings: Settings, bulk: bool = False) -> aioredis.Redis:
     kwargs = {}
     if settings.redis_password:
         kwargs["password"] = settings.redis_password
-    return aioredis.Redis.from_url(
+    # A burst beyond the pool waits for a free connection (bounded) instead of failing at once.
+    pool = aioredis.BlockingConnectionPool.from_url(
         settings.redis_url,
         decode_responses=True,
         socket_connect_timeout=settings.redis_connect_timeout_ms / 1000,
@@ -48,8 +49,10 @@ def make_redis(settings: Settings, bulk: bool = False) -> aioredis.Redis:
         retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), 0 if bulk else settings.redis_retries),
         retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
         max_connections=32 if bulk else 256,
+        timeout=settings.redis_socket_timeout_ms / 1000 + settings.redis_connect_timeout_ms / 1000,
         **kwargs,
     )
+    return aioredis.Redis(connection_pool=pool)
 
 
 def connect_store(settings: Settings) -> RouteStore:

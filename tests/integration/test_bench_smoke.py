@@ -71,3 +71,22 @@ def test_http_bench_tiny(tmp_path):
     assert f"{res['route_read']['service']['rps']:.0f}" in table
     assert f"{res['heartbeat']['ratio']:.2f}" in table
     assert (tmp_path / "http-tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_remoting_bench_tiny(tmp_path):
+    """The native-door benchmark at tiny size: the compiled load tool got SUCCESS replies from both servers,
+    the HTTP door was measured in the same run, and the table shows the measured numbers."""
+    need("redis-server")
+    need("wrk")
+    need("cc")
+    from benchmarks import remoting_bench
+
+    assert remoting_bench.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "remoting-tiny.json").read_bytes())
+    assert len(res["rounds"]) == remoting_bench.SIZES["tiny"]["rounds"]
+    for side in ("ceiling", "native"):
+        assert res[side]["ok"] > 0 and res[side]["other"] == 0 and res[side]["errors"] == 0, res[side]
+        assert res[side]["connections"] == remoting_bench.SIZES["tiny"]["connections"]
+    assert res["http"]["non2xx"] == 0
+    table = (tmp_path / "remoting-tiny.md").read_text()
+    assert f"{res['native']['rps']:.0f}" in table and f"{res['ratio']:.2f}" in table

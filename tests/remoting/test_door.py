@@ -321,3 +321,26 @@ async def test_metrics_count_requests_by_code_and_result(door):
     assert 'namesrv_remoting_requests_total{code="105",request="GET_ROUTEINFO_BY_TOPIC",result="17"} 1.0' in text
     assert 'namesrv_remoting_requests_total{code="103",request="REGISTER_BROKER",result="0"} 1.0' in text
     assert re.search(r"^namesrv_remoting_connections 1\.0$", text, re.M)
+
+
+def test_the_hot_path_frame_is_the_codec_frame():
+    from service.remoting.codec import RemotingCommand, encode, make_response
+    from service.remoting.server import route_frame
+
+    for opaque in (0, 1, 7, 2**31 - 1, -5):
+        request = RemotingCommand(code=105, opaque=opaque, serialize_type="JSON")
+        assert route_frame(opaque, b'{"x":1}') == encode(make_response(request, 0, body=b'{"x":1}'))
+
+
+async def test_hot_path_and_general_path_answer_the_same(door):
+    c = await door.client()
+    await register(c)
+    await c.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})  # fill the cache
+    fast_before = door.ns.metrics.remoting.fast_routes
+    for version in (121, 479):
+        fast = await c.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}, version=version)
+        slow = await c.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA", "lo": "x"}, version=version)
+        binary = await c.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}, version=version,
+                                 serialize="ROCKETMQ")
+        assert fast.body == slow.body == binary.body and fast.code == slow.code == 0
+    assert door.ns.metrics.remoting.fast_routes == fast_before + 2  # only the plain JSON requests took it

@@ -129,3 +129,30 @@ async def test_an_encoding_is_made_once_per_variant():
     c.encoding("T", entry, "http", enc)
     c.encoding("T", entry, ("native", "zone-a"), enc)
     assert len(calls) == 2 and set(entry.encoded) == {"http", ("native", "zone-a")}
+
+
+async def test_concurrent_misses_of_one_topic_share_one_fetch():
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    gate = asyncio.Event()
+    calls = []
+
+    async def slow():
+        calls.append(1)
+        await gate.wait()
+        return route()
+
+    fills = [asyncio.create_task(c.fill("T", slow)) for _ in range(50)]
+    await asyncio.sleep(0)
+    gate.set()
+    entries = await asyncio.gather(*fills)
+    assert len(calls) == 1 and all(e is entries[0] for e in entries)
+
+    async def broken():
+        calls.append(2)
+        await asyncio.sleep(0)
+        raise ConnectionError("redis down")
+
+    results = await asyncio.gather(*(c.fill("U", broken) for _ in range(5)), return_exceptions=True)
+    assert calls.count(2) == 1 and all(isinstance(r, ConnectionError) for r in results)
