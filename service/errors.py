@@ -28,11 +28,19 @@ class NamesrvError(Exception):
         self.message = message
         self.details = details
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable with its details (an error raised in a parser process reaches the door intact)."""
+        return (_rebuild, (type(self), self.message, self.details))
+
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "rocketmqCode": self.rocketmq_code, "message": self.message}
         if self.details:
             body["details"] = self.details
         return body
+
+
+def _rebuild(cls: type[NamesrvError], message: str, details: dict[str, Any]) -> NamesrvError:
+    return cls(message, **details)
 
 
 # --- the request is wrong

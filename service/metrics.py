@@ -23,6 +23,7 @@ class Metrics:
         r.register(self.http)
         self.remoting = RemotingStats()
         r.register(self.remoting)
+        self.loop_lag = LoopLag(r)
         self.registrations = Counter("namesrv_broker_registrations_total", "broker registrations",
                                      ["result"], registry=r)
         self.heartbeats = Counter("namesrv_broker_heartbeats_total", "broker heartbeats", ["known"], registry=r)
@@ -63,6 +64,35 @@ class Metrics:
             self.cache_bytes.set(cache.bytes)
             self.cache_evictions.set(cache.evictions)
         return generate_latest(self.registry)
+
+
+class LoopLag:
+    """How late the event loop runs a timer: a stall (a long parse, a blocking call) shows up here first.
+
+    A task sleeps `interval` seconds in a loop and records how much later than asked it woke up."""
+
+    BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+    def __init__(self, registry: CollectorRegistry, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.hist = Histogram("namesrv_event_loop_lag_seconds", "event-loop lag: how late a timer fired",
+                              buckets=self.BUCKETS, registry=registry)
+        self.max = Gauge("namesrv_event_loop_lag_max_seconds", "largest event-loop lag since start",
+                         registry=registry)
+        self.worst = 0.0
+
+    async def run(self) -> None:
+        import asyncio
+        import time
+
+        while True:
+            asked = time.perf_counter()
+            await asyncio.sleep(self.interval)
+            lag = max(0.0, time.perf_counter() - asked - self.interval)
+            self.hist.observe(lag)
+            if lag > self.worst:
+                self.worst = lag
+                self.max.set(lag)
 
 
 class RemotingStats:

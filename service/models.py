@@ -11,7 +11,7 @@ encodes that its own way (standard JSON, fastjson).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from service.config import DEFAULT_BROKER_TIMEOUT_MS
@@ -320,6 +320,24 @@ class KvTable:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicTable:
+    """A registration's topics in compact text, one "name\tread\twrite\tperm\tsysFlag\n" line each (names are
+    validated, so neither tab nor newline occurs in them). This is what crosses a process boundary after a large
+    body was parsed elsewhere, and what the store hands to Lua."""
+
+    lines: str
+    count: int
+
+    @classmethod
+    def of(cls, topics: dict[str, TopicConfig]) -> TopicTable:
+        return cls("".join(f"{t}\t{c.read_queue_nums}\t{c.write_queue_nums}\t{c.perm}\t{c.topic_sys_flag}\n"
+                           for t, c in topics.items()), len(topics))
+
+    def names(self) -> list[str]:
+        return [line.split("\t", 1)[0] for line in self.lines.splitlines()]
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterBroker:
     cluster: str
     broker_name: str
@@ -332,6 +350,7 @@ class RegisterBroker:
     enable_acting_master: bool | None = None  # None: header absent (a broker older than 5.0)
     heartbeat_timeout_ms: int | None = None
     filter_server_list: list[str] | None = None  # None leaves, [] removes, a list replaces
+    table: TopicTable | None = None  # the topics in compact form instead of `topics` (see compact())
 
     @classmethod
     def parse(cls, body: Any) -> RegisterBroker:
@@ -368,6 +387,17 @@ class RegisterBroker:
     @property
     def identity(self) -> BrokerIdentity:
         return BrokerIdentity(self.cluster, self.broker_name, self.broker_id, self.broker_addr)
+
+    def compact(self) -> RegisterBroker:
+        """The same registration with its topics as a TopicTable: cheap to pickle back from a parser process."""
+        return replace(self, topics={}, table=TopicTable.of(self.topics))
+
+    @property
+    def topic_table(self) -> TopicTable:
+        return self.table if self.table is not None else TopicTable.of(self.topics)
+
+    def topic_names(self) -> list[str]:
+        return self.table.names() if self.table is not None else list(self.topics)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,9 +54,11 @@ async def running(ns: NameServer, *, scheduler: bool = True) -> AsyncIterator[Na
     sched = build_scheduler(ns) if scheduler else None
     if sched is not None:
         sched.start()
+    lag = asyncio.create_task(ns.metrics.loop_lag.run(), name="loop-lag")
     try:
         yield ns
     finally:
+        lag.cancel()
         if sched is not None:
             sched.shutdown(wait=False)
         await ns.stop()

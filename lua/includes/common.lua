@@ -40,7 +40,9 @@ local function clear_write(perm)
 end
 
 -- Change-event accumulator: topics whose routes changed; collapses to "*" past a bound.
-local MAX_EVENT_TOPICS = 1000
+-- A registration of a broker with 100 000 topics names them all: other topics stay cached in every worker
+-- (a `*` would flush every route cache while Redis is busy with that very registration).
+local MAX_EVENT_TOPICS = 200000
 
 local function changes_new()
   return { seen = {}, n = 0, all = false }

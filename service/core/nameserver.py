@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -45,7 +47,13 @@ from service.models import (
 from service.store import RouteStore, SnapshotStore
 
 log = logging.getLogger(__name__)
+OFFLOAD_BYTES = 256 * 1024  # registration bodies from this size on (about 2 000 topics) are parsed in a process
 TOPIC_LIST_KINDS = ("all", "cluster", "system", "unit", "unitsub", "unitsub-ununit")
+
+
+def prepare_registration(decode: Callable[[bytes], Mapping[str, Any]], raw: bytes) -> RegisterBroker:
+    """Decode and validate a registration body, topics compacted: what a parser process sends back."""
+    return RegisterBroker.parse(decode(raw)).compact()
 
 
 class NameServer:
@@ -66,6 +74,7 @@ class NameServer:
             store.heartbeat_many)
         self.routes = RouteCache(store.change_events, store.version, staleness_ms=settings.route_cache_staleness_ms,
                                  enabled=settings.route_cache, on_config=self.reload_shared_config, clock=clock)
+        self._parsers: ProcessPoolExecutor | None = None  # large registration bodies are parsed there
         self._apply_switches({})
 
     # ------------------------------------------------------------------ lifecycle
@@ -82,6 +91,9 @@ class NameServer:
 
     async def stop(self) -> None:
         await self.routes.stop()
+        if self._parsers is not None:
+            self._parsers.shutdown(wait=False, cancel_futures=True)
+            self._parsers = None
 
     async def ready(self, timeout_s: float = 1.0) -> None:
         """Redis reachable and scripts loaded (loads them again after a Redis restart); raises otherwise."""
@@ -109,20 +121,28 @@ class NameServer:
 
     # ------------------------------------------------------------------ brokers
 
-    async def register_broker(self, who: Principal, body: Mapping[str, Any], *, single_topic_guard: bool = False,
-                              connection: str = "") -> RegisterBrokerResult:
-        """REGISTER_BROKER. `body` is RegisterBroker's JSON shape with typed values (each door builds it from
-        its wire); it is validated here, after the caller's role and before its cluster binding. A cluster-bound
+    async def register_broker(self, who: Principal, body: Mapping[str, Any] | bytes, *,
+                              decode: Callable[[bytes], Mapping[str, Any]] | None = None,
+                              single_topic_guard: bool = False, connection: str = "") -> RegisterBrokerResult:
+        """REGISTER_BROKER. `body` is RegisterBroker's JSON shape with typed values, or the raw wire body with the
+        door's `decode` (a picklable function) turning it into that shape. It is validated here, after the
+        caller's role and before its cluster binding; a large raw body is decoded and validated in a parser
+        process, so a broker with 100 000 topics does not stall this worker's event loop. A cluster-bound
         credential may not reach into other clusters (an address a live broker of another cluster holds, a
         topic whose queues live only there) unless allow_cross_cluster_topics is set; system topics are
         exempt. `connection`: the native connection it came on, whose close unregisters it."""
         self.access.require(who, Role.BROKER)
-        req = RegisterBroker.parse(body)
+        if isinstance(body, bytes | bytearray):
+            if decode is None:
+                raise TypeError("a raw registration body needs its door's decode function")
+            req = await self._parse_registration(decode, bytes(body))
+        else:
+            req = RegisterBroker.parse(body)
         self.access.require(who, Role.BROKER, req.cluster)
         s = self.settings
         guarded = None
         if who.cluster_bound and not s.allow_cross_cluster_topics:
-            guarded = [t for t in req.topics if not is_system_topic(t)]
+            guarded = [t for t in req.topic_names() if not is_system_topic(t)]
         try:
             res = await self.store.register_broker(
                 req, default_timeout_ms=s.broker_timeout_ms,
@@ -134,6 +154,13 @@ class NameServer:
             raise
         self.metrics.registrations.labels(result="fenced" if res.fenced else "ok").inc()
         return res
+
+    async def _parse_registration(self, decode: Callable[[bytes], Mapping[str, Any]], raw: bytes) -> RegisterBroker:
+        if len(raw) < OFFLOAD_BYTES:
+            return RegisterBroker.parse(decode(raw))
+        if self._parsers is None:
+            self._parsers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return await asyncio.get_running_loop().run_in_executor(self._parsers, prepare_registration, decode, raw)
 
     async def heartbeat(self, who: Principal, body: Mapping[str, Any]) -> HeartbeatResult:
         """QUERY_DATA_VERSION / BROKER_HEARTBEAT (`dataVersion` optional): concurrent ones share one script
@@ -283,6 +310,11 @@ class NameServer:
     async def kv_list(self, who: Principal, namespace: str) -> KvTable:
         self.access.require(who, Role.READ)
         return KvTable(await self.store.kv_list(kv_name(namespace, "namespace")))
+
+    async def kv_namespaces(self, who: Principal) -> list[str]:
+        """The KV namespaces, sorted (no RocketMQ code: Java has no way to list them)."""
+        self.access.require(who, Role.READ)
+        return await self.store.kv_namespaces()
 
     # ------------------------------------------------------------------ NameServer config
 

@@ -39,21 +39,26 @@ def principal(request: web.Request) -> Principal:
     return who
 
 
-async def read_json(request: web.Request) -> Any:
-    raw = await request.read()
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, or InvalidArgument. Module-level: the core may run it in a parser
+    process for a large registration."""
     if not raw:
         raise InvalidArgument("body: a JSON object is required")
     try:
-        return orjson.loads(raw)
+        return obj(orjson.loads(raw), "body")
     except orjson.JSONDecodeError as exc:
         raise InvalidArgument(f"body: invalid JSON ({exc})") from None
+
+
+async def read_json(request: web.Request) -> Any:
+    return json_object(await request.read())
 
 
 # ------------------------------------------------------------------ brokers
 
 async def register_broker(request: web.Request) -> web.Response:
     who = principal(request)
-    res = await request.app[NS].register_broker(who, obj(await read_json(request), "body"))
+    res = await request.app[NS].register_broker(who, await request.read(), decode=json_object)
     return reply(res.to_dict())
 
 
@@ -173,6 +178,10 @@ async def kv_delete(request: web.Request) -> web.Response:
 async def kv_list(request: web.Request) -> web.Response:
     table = await request.app[NS].kv_list(principal(request), request.match_info["namespace"])
     return reply(table.to_dict())
+
+
+async def kv_namespaces(request: web.Request) -> web.Response:
+    return reply({"namespaces": await request.app[NS].kv_namespaces(principal(request))})
 
 
 async def get_config(request: web.Request) -> web.Response:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from service.core import NameServer, Principal
@@ -116,25 +117,31 @@ def _identity(call: Call) -> dict[str, Any]:
             "brokerId": int_text(call.ext("brokerId"), "brokerId"), "brokerAddr": call.ext("brokerAddr")}
 
 
+def registration(header: dict[str, Any], compressed: bool, version: int, raw: bytes) -> dict[str, Any]:
+    """REGISTER_BROKER's header fields and decoded RegisterBrokerBody as RegisterBroker's JSON shape.
+    Module-level: the core may run it in a parser process for a large body."""
+    try:
+        payload = decode_register_broker_body(raw, compressed, version)
+    except BodyError as exc:
+        raise InvalidArgument(f"RegisterBrokerBody: {exc}") from None
+    return {**header, "dataVersion": payload["dataVersion"], "topicConfigTable": payload["topicConfigTable"],
+            "filterServerList": payload["filterServerList"]}
+
+
 @handles(codes.REGISTER_BROKER)
 async def register_broker(call: Call) -> Reply:
     cmd = call.cmd
     crc = int_text(call.ext("bodyCrc32"), "bodyCrc32") or 0
     if crc and crc32_of(cmd.body) != crc:
         return Reply(SYSTEM_ERROR, "crc32 not match")
-    try:
-        payload = decode_register_broker_body(cmd.body, bool_text(call.ext("compressed"), "compressed") or False,
-                                              cmd.version)
-    except BodyError as exc:
-        raise InvalidArgument(f"RegisterBrokerBody: {exc}") from None
-    body = {**_identity(call), "haServerAddr": call.ext("haServerAddr"), "zoneName": call.ext("__ZONE_NAME"),
-            "enableActingMaster": bool_text(call.ext("enableActingMaster"), "enableActingMaster"),
-            "heartbeatTimeoutMillis": int_text(call.ext("heartbeatTimeoutMillis"), "heartbeatTimeoutMillis"),
-            "dataVersion": payload["dataVersion"], "topicConfigTable": payload["topicConfigTable"],
-            "filterServerList": payload["filterServerList"]}
-    res = await call.ns.register_broker(call.who, body, single_topic_guard=True, connection=call.connection.id)
+    header = {**_identity(call), "haServerAddr": call.ext("haServerAddr"), "zoneName": call.ext("__ZONE_NAME"),
+              "enableActingMaster": bool_text(call.ext("enableActingMaster"), "enableActingMaster"),
+              "heartbeatTimeoutMillis": int_text(call.ext("heartbeatTimeoutMillis"), "heartbeatTimeoutMillis")}
+    decode = partial(registration, header, bool_text(call.ext("compressed"), "compressed") or False, cmd.version)
+    res = await call.ns.register_broker(call.who, cmd.body, decode=decode, single_topic_guard=True,
+                                        connection=call.connection.id)
     if not res.fenced:
-        call.connection.registered(body["clusterName"], body["brokerAddr"])
+        call.connection.registered(header["clusterName"], header["brokerAddr"])
     ext = {"haServerAddr": res.ha_server_addr, "masterAddr": res.master_addr}
     return Reply(ext=ext, body=dumps({"table": res.kv_table}) if res.kv_table is not None else b"")
 

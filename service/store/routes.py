@@ -41,7 +41,6 @@ from service.models import (
     QueueData,
     RegisterBroker,
     RegisterBrokerResult,
-    TopicConfig,
     TopicRouteData,
 )
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
@@ -86,13 +85,6 @@ def _pairs(flat: list[Any]) -> Iterable[tuple[Any, Any]]:
 
 def _flag(value: bool) -> str:
     return "1" if value else "0"
-
-
-def encode_topics(topics: Mapping[str, TopicConfig]) -> str:
-    """The topic table as one ARGV: "name\\tread\\twrite\\tperm\\tsysFlag\\n" per topic (names are validated)."""
-    return "".join(
-        f"{t}\t{c.read_queue_nums}\t{c.write_queue_nums}\t{c.perm}\t{c.topic_sys_flag}\n" for t, c in topics.items()
-    )
 
 
 def _broker_data(name: str, cluster: str, eam: str, zone: str, addr_flat: list[str]) -> BrokerData:
@@ -208,7 +200,7 @@ class RouteStore:
             req.cluster, req.broker_name, str(req.broker_id), req.broker_addr, req.ha_server_addr,
             req.zone_name or "", eam, timeout, req.data_version.encode(), req.data_version.state_version,
             _flag(delete_topic_with_broker_registration), _flag(return_order_topic_config),
-            _flag(single_topic_guard), fsl, encode_topics(req.topics), "" if now is None else now,
+            _flag(single_topic_guard), fsl, req.topic_table.lines, "" if now is None else now,
             connection, _flag(cross_cluster_topics is not None),
             "".join(t + "\n" for t in cross_cluster_topics or ()),
             client=self.bulk_redis,

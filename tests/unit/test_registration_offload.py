@@ -1,0 +1,65 @@
+"""Large registration bodies are decoded and validated in a parser process, so the worker's event loop never
+stalls on a broker with 100 000 topics; the outcome is the same as parsing in place, errors included."""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from pathlib import Path
+
+import fakeredis
+import orjson
+import pytest
+
+from service.config import load_settings
+from service.core import ADMIN, NameServer
+from service.core.nameserver import OFFLOAD_BYTES
+from service.errors import InvalidArgument
+from service.http.handlers import json_object
+from service.store import RouteStore
+
+
+def decode_noting_pid(marker: str, raw: bytes) -> dict:
+    """A door's decode function that also records which process ran it."""
+    Path(marker).write_text(str(os.getpid()))
+    return json_object(raw)
+
+
+def body(n: int, name: str = "broker-a", bad_topic: str | None = None) -> bytes:
+    table = {f"Topic-{i:06d}": {"readQueueNums": 8, "writeQueueNums": 8, "perm": 6} for i in range(n)}
+    if bad_topic:
+        table[bad_topic] = {}
+    return orjson.dumps({"clusterName": "C1", "brokerName": name, "brokerId": 0, "brokerAddr": "10.0.0.1:10911",
+                         "topicConfigTable": table})
+
+
+@pytest.fixture
+async def ns():
+    n = NameServer(RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True)), load_settings(env={}))
+    await n.store.load_scripts()
+    yield n
+    await n.stop()
+
+
+async def test_a_large_body_is_parsed_in_another_process(ns, tmp_path):
+    raw = body(5000)
+    assert len(raw) > OFFLOAD_BYTES
+    marker = tmp_path / "pid"
+    res = await ns.register_broker(ADMIN, raw, decode=partial(decode_noting_pid, str(marker)))
+    assert not res.fenced and res.changed_topics == 5000
+    assert int(marker.read_text()) != os.getpid()
+    assert len(await ns.store.topic_list()) == 5000
+
+
+async def test_a_small_body_is_parsed_in_place(ns, tmp_path):
+    marker = tmp_path / "pid"
+    await ns.register_broker(ADMIN, body(10), decode=partial(decode_noting_pid, str(marker)))
+    assert int(marker.read_text()) == os.getpid()
+
+
+async def test_errors_come_back_from_the_parser_process_intact(ns):
+    before = await ns.store.version()
+    with pytest.raises(InvalidArgument) as e:
+        await ns.register_broker(ADMIN, body(5000, bad_topic="bad topic"), decode=json_object)
+    assert e.value.details == {"field": "topicConfigTable key"} and "only letters" in e.value.message
+    assert await ns.store.version() == before
