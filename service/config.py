@@ -43,6 +43,10 @@ class Settings:
                                          "worker's native address)")
     drain_grace_s: float = _setting(20.0, "seconds SIGTERM waits for in-flight requests (below k8s' 30 s)",
                                     minimum=0, maximum=600)
+    http_keepalive_s: float = _setting(15.0, "close an HTTP connection idle this long, also one that never "
+                                             "finished sending its request headers", minimum=1, maximum=3600)
+    http_read_timeout_s: float = _setting(30.0, "a request body must arrive within this (a broker's 100 000 "
+                                                "topics are ~10 MB)", minimum=1, maximum=600)
     max_body_bytes: int = _setting(64 * 1024 * 1024, "HTTP request body limit; admits a broker with 100 000 "
                                                      "topics", minimum=1024, maximum=1024 * 1024 * 1024)
     remoting_port: int = _setting(9876, "RocketMQ native remoting (TCP) port on the same host; 0 = off",
@@ -99,6 +103,12 @@ class Settings:
     route_cache: bool = _setting(True, "worker-local cache of encoded routes, invalidated by change events")
     route_cache_staleness_ms: int = _setting(1000, "upper bound on cache staleness if an event is missed",
                                              minimum=10, maximum=60_000)
+    route_cache_max_entries: int = _setting(100_000, "routes one worker caches at most (oldest evicted first)",
+                                            minimum=1, maximum=10_000_000)
+    route_cache_max_bytes: int = _setting(256 * 1024 * 1024, "bytes of encoded routes one worker caches at most",
+                                          minimum=1024 * 1024, maximum=16 * 1024 * 1024 * 1024)
+    route_cache_max_absent: int = _setting(10_000, "unknown topics one worker remembers as absent at most (a flood "
+                                                   "of random names stays within this)", minimum=0, maximum=1_000_000)
     # --- snapshots and skew report
     snapshot_interval_s: int = _setting(60, "snapshot period (one worker per tick cluster-wide); 0 = off",
                                         minimum=0, maximum=86_400)

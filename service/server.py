@@ -23,6 +23,7 @@ from aiohttp import web
 from service.config import Settings
 from service.core import NameServer
 from service.http.app import create_app
+from service.http.runner import Runner
 from service.logs import setup_logging
 from service.remoting.server import RemotingServer
 from service.scheduler import build_scheduler
@@ -75,7 +76,8 @@ async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     access_log = logging.getLogger("aiohttp.access") if settings.access_log else None
-    runner = web.AppRunner(create_app(ns), access_log=access_log, shutdown_timeout=settings.drain_grace_s)
+    runner = Runner(create_app(ns), access_log=access_log, shutdown_timeout=settings.drain_grace_s,
+                    keepalive_timeout=settings.http_keepalive_s)
     remoting = RemotingServer(ns, settings) if settings.remoting_port else None
     try:
         async with running(ns):

@@ -73,7 +73,10 @@ class NameServer:
         self._heartbeats: Coalescer[tuple[str, str, DataVersion | None], HeartbeatResult] = Coalescer(
             store.heartbeat_many)
         self.routes = RouteCache(store.change_events, store.version, staleness_ms=settings.route_cache_staleness_ms,
-                                 enabled=settings.route_cache, on_config=self.reload_shared_config, clock=clock)
+                                 enabled=settings.route_cache, on_config=self.reload_shared_config, clock=clock,
+                                 max_entries=settings.route_cache_max_entries,
+                                 max_bytes=settings.route_cache_max_bytes,
+                                 max_missing=settings.route_cache_max_absent)
         self._parsers: ProcessPoolExecutor | None = None  # large registration bodies are parsed there
         self._apply_switches({})
 
@@ -128,9 +131,8 @@ class NameServer:
         door's `decode` (a picklable function) turning it into that shape. It is validated here, after the
         caller's role and before its cluster binding; a large raw body is decoded and validated in a parser
         process, so a broker with 100 000 topics does not stall this worker's event loop. A cluster-bound
-        credential may not reach into other clusters (an address a live broker of another cluster holds, a
-        topic whose queues live only there) unless allow_cross_cluster_topics is set; system topics are
-        exempt. `connection`: the native connection it came on, whose close unregisters it."""
+        credential may not take an address a live broker of another cluster holds, nor add its broker to a topic
+        whose queues live only on other clusters (unless allow_cross_cluster_topics; system topics are exempt). `connection`: the native connection it came on, whose close unregisters it."""
         self.access.require(who, Role.BROKER)
         if isinstance(body, bytes | bytearray):
             if decode is None:
@@ -140,9 +142,9 @@ class NameServer:
             req = RegisterBroker.parse(body)
         self.access.require(who, Role.BROKER, req.cluster)
         s = self.settings
-        guarded = None
-        if who.cluster_bound and not s.allow_cross_cluster_topics:
-            guarded = [t for t in req.topic_names() if not is_system_topic(t)]
+        guarded = None  # None: no cross-cluster guard; a list: the address rule plus these topics
+        if who.cluster_bound:
+            guarded = [] if s.allow_cross_cluster_topics else [t for t in req.topic_names() if not is_system_topic(t)]
         try:
             res = await self.store.register_broker(
                 req, default_timeout_ms=s.broker_timeout_ms,

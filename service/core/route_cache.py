@@ -122,6 +122,8 @@ class RouteCache:
         entry = MISSING if route is None else RouteEntry(route)
         if self.fresh and epoch == self._epoch:
             if route is None:
+                if not self.max_missing:
+                    return entry
                 self._missing.pop(topic, None)
                 while len(self._missing) >= self.max_missing:
                     self._missing.pop(next(iter(self._missing)))

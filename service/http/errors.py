@@ -33,9 +33,15 @@ class MethodNotAllowed(Unsupported):
     code = "METHOD_NOT_ALLOWED"
 
 
+class BodyTimeout(InvalidArgument):
+    """The request body did not arrive in time (HTTP only)."""
+
+    code = "REQUEST_TIMEOUT"
+
+
 # The most specific class in an error's MRO decides its status.
 STATUS: dict[type[NamesrvError], int] = {
-    NamesrvError: 500, InvalidArgument: 400, PayloadTooLarge: 413, Unsupported: 404, MethodNotAllowed: 405,
+    NamesrvError: 500, InvalidArgument: 400, PayloadTooLarge: 413, BodyTimeout: 408, Unsupported: 404, MethodNotAllowed: 405,
     Unauthorized: 401, Forbidden: 403, Disabled: 403, TopicNotExist: 404, QueryNotFound: 404,
     BrokerNotFound: 404, Conflict: 409, Unavailable: 503,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -9,6 +10,7 @@ from aiohttp import web
 
 from service.core import ANONYMOUS, NameServer, Principal
 from service.errors import InvalidArgument, TopicNotExist, Unauthorized
+from service.http.errors import BodyTimeout
 from service.models import TopicRouteData, obj
 
 NS = web.AppKey("nameserver", NameServer)
@@ -50,15 +52,25 @@ def json_object(raw: bytes) -> dict[str, Any]:
         raise InvalidArgument(f"body: invalid JSON ({exc})") from None
 
 
+async def read_body(request: web.Request) -> bytes:
+    """The request body, within http_read_timeout_s (a slow body is refused, not kept open)."""
+    try:
+        async with asyncio.timeout(request.app[NS].base_settings.http_read_timeout_s):
+            return await request.read()
+    except TimeoutError:
+        raise BodyTimeout(f"the request body did not arrive within "
+                          f"{request.app[NS].base_settings.http_read_timeout_s:g} s") from None
+
+
 async def read_json(request: web.Request) -> Any:
-    return json_object(await request.read())
+    return json_object(await read_body(request))
 
 
 # ------------------------------------------------------------------ brokers
 
 async def register_broker(request: web.Request) -> web.Response:
     who = principal(request)
-    res = await request.app[NS].register_broker(who, await request.read(), decode=json_object)
+    res = await request.app[NS].register_broker(who, await read_body(request), decode=json_object)
     return reply(res.to_dict())
 
 

@@ -258,7 +258,7 @@ async def register_topic(call: Call) -> Reply:
 
 @handles(codes.PUT_KV_CONFIG)
 async def kv_put(call: Call) -> Reply:
-    await call.ns.kv_put(call.who, call.ext("namespace"), call.ext("key"), call.cmd.ext_fields.get("value", ""))
+    await call.ns.kv_put(call.who, call.ext("namespace"), call.ext("key"), call.cmd.ext_fields.get("value"))
     return Reply()
 
 

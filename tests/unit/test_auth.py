@@ -76,3 +76,49 @@ def test_token_parsing():
     with pytest.raises(ConfigError):
         parse_broker_tokens("a:short")
     assert Access(load_settings(env={})).open_mode
+
+
+async def state(client):
+    return await client.redis.get("{nsrv}:ver"), sorted(await client.redis.keys("*"))
+
+
+async def test_a_cluster_bound_token_cannot_reach_into_another_cluster(secured):
+    admin = bearer(ADMIN)
+    topic = {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+    r = await secured.post("/v1/brokers/register", headers=admin, json=master(
+        cluster="C2", name="victim", addr="10.0.0.2:10911", topics={"Payments": topic, "TBW102": topic}))
+    assert r.status == 200
+    before = await state(secured)
+    # a stolen C1 token pulls C2's producers onto its broker: refused, nothing written
+    r = await secured.post("/v1/brokers/register", headers=bearer(BROKER_A), json=master(
+        cluster="C1", name="thief", addr="10.0.0.9:10911", topics={"Payments": topic, "Own": topic}))
+    assert r.status == 403 and (await r.json())["code"] == "CROSS_CLUSTER_REFUSED"
+    assert "Payments" in (await r.json())["message"]
+    # ... or takes the address a live C2 broker holds
+    r = await secured.post("/v1/brokers/register", headers=bearer(BROKER_A), json=master(
+        cluster="C1", name="thief", addr="10.0.0.2:10911", topics={"Own": topic}))
+    assert r.status == 403 and "10.0.0.2:10911" in (await r.json())["message"]
+    assert await state(secured) == before
+    # system topics live on every cluster; a broker of C1 may carry them
+    r = await secured.post("/v1/brokers/register", headers=bearer(BROKER_A), json=master(
+        cluster="C1", name="honest", addr="10.0.0.3:10911", topics={"TBW102": topic, "Own": topic}))
+    assert r.status == 200, await r.text()
+    # an any-cluster token is not cluster-bound: the operator trusted it with every cluster
+    r = await secured.post("/v1/brokers/register", headers=bearer(BROKER_ANY), json=master(
+        cluster="C3", name="other", addr="10.0.0.4:10911", topics={"Payments": topic}))
+    assert r.status == 200
+
+
+async def test_topics_may_span_clusters_when_the_operator_allows_it(make_client):
+    c = await make_client(admin_token=ADMIN, broker_tokens=f"C1:{BROKER_A}", allow_cross_cluster_topics="true")
+    topic = {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+    await c.post("/v1/brokers/register", headers=bearer(ADMIN), json=master(
+        cluster="C2", name="b2", addr="10.0.0.2:10911", topics={"Shared": topic}))
+    r = await c.post("/v1/brokers/register", headers=bearer(BROKER_A), json=master(
+        cluster="C1", name="b1", addr="10.0.0.9:10911", topics={"Shared": topic}))
+    assert r.status == 200
+    route = await (await c.get("/v1/topics/Shared/route")).json()
+    assert sorted(b["cluster"] for b in route["brokerDatas"]) == ["C1", "C2"]
+    r = await c.post("/v1/brokers/register", headers=bearer(BROKER_A), json=master(
+        cluster="C1", name="b3", addr="10.0.0.2:10911", topics={"Own": topic}))
+    assert r.status == 403  # a live address of another cluster stays refused

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.battery import FIELD_CASES, TOPIC_CASES
 from tests.unit.conftest import master
 
 IDENT = {"clusterName": "C1", "brokerName": "broker-a", "brokerId": 0, "brokerAddr": "10.0.0.1:10911"}
@@ -41,6 +42,16 @@ BAD_REGISTRATIONS = [
     master(filterServerList="10.0.0.1:1"),
     master(filterServerList=["not-an-address"]),
     master(zoneName="zone one"),
+    # numbers must be JSON numbers, booleans JSON booleans (types as the schema says, never coerced)
+    master(brokerId="0"),
+    master(heartbeatTimeoutMillis="30000"),
+    master(enableActingMaster="true"),
+    master(topics={"T": {"readQueueNums": "8", "writeQueueNums": 8, "perm": 6}}),
+    master(topics={"T": {"readQueueNums": 8, "writeQueueNums": 8, "perm": 6, "order": "false"}}),
+    master(dataVersion={"timestamp": 1, "counter": "1", "stateVersion": 0}),
+    master(brokerId=1.0),
+    *[master(**{field: value}) for field, value in FIELD_CASES],
+    *[master(topics={t: {"readQueueNums": 1, "writeQueueNums": 1, "perm": 6}}) for t in TOPIC_CASES],
 ]
 
 

@@ -61,3 +61,55 @@ def test_parser_has_the_subcommands():
     parser = build_parser()
     for argv in (["serve", "--port", "1"], ["snapshot"], ["expire"], ["skew-report", "--since", "1h"]):
         assert parser.parse_args(argv).command == argv[0]
+
+
+def test_redis_passwords_are_masked_in_print_config_and_the_config_endpoint(capsys, monkeypatch):
+    monkeypatch.setenv("NAMESRV_REDIS_URL", "redis://app:s3cret-pass@10.0.0.5:6379/0")
+    assert main(["serve", "-p"]) == 0
+    out = capsys.readouterr().out
+    assert "s3cret-pass" not in out and "NAMESRV_REDIS_URL=redis://app:***@10.0.0.5:6379/0" in out
+    s = load_settings(env={"NAMESRV_REDIS_URL": "rediss://:only-pass@h:1/0"})
+    assert s.masked()["redis_url"] == "rediss://:***@h:1/0"
+    assert load_settings(env={"NAMESRV_REDIS_URL": "redis://h:1/0"}).masked()["redis_url"] == "redis://h:1/0"
+
+
+def test_log_lines_never_carry_secrets(capsys):
+    import logging
+
+    from service.logs import setup_logging
+
+    s = load_settings(env={"NAMESRV_REDIS_URL": "redis://u:pw-in-url@h:1/0", "NAMESRV_ADMIN_TOKEN": "admin-secret-1",
+                           "NAMESRV_BROKER_TOKENS": "C1:broker-secret-1"})
+    setup_logging(s)
+    log = logging.getLogger("test.secrets")
+    log.warning("connect %s failed (token %s, %s)", "redis://u:pw-in-url@h:1/0", "admin-secret-1", "broker-secret-1")
+    try:
+        raise ConnectionError("cannot reach rediss://x:another-pw@h2:6380")
+    except ConnectionError:
+        log.exception("boom")
+    err = capsys.readouterr().err
+    for secret in ("pw-in-url", "admin-secret-1", "broker-secret-1", "another-pw"):
+        assert secret not in err
+    assert "redis://u:***@h:1/0" in err and "rediss://x:***@h2:6380" in err
+
+
+def test_every_number_setting_has_a_documented_range():
+    for s in SETTINGS:
+        if s.kind in (int, float):
+            assert s.minimum is not None and s.maximum is not None, s.name
+            assert s.minimum <= s.default <= s.maximum, s.name
+
+
+@pytest.mark.parametrize(("key", "value"), [("waitSecondsForService", 100_000), ("brokerTimeoutMs", 10**12),
+                                            ("waitSecondsForService", -1)])
+async def test_runtime_settings_are_bounded(client, key, value):
+    r = await client.put("/v1/config", json={key: value})
+    message = (await r.json())["message"]
+    assert r.status == 400 and ("maximum" in message or "minimum" in message), message
+
+
+def test_one_shot_commands_against_an_unreachable_redis_print_one_line(capsys):
+    for command in ("snapshot", "expire"):
+        assert main([command, "--redis-url", "redis://127.0.0.1:1/0"]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"namesrv {command}: ") and "Redis" in err[0], err
