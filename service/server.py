@@ -23,6 +23,7 @@ from aiohttp import web
 from service.config import Settings
 from service.core import NameServer
 from service.http.app import create_app
+from service.http.ops import READINESS
 from service.http.runner import Runner
 from service.logs import setup_logging
 from service.remoting.server import RemotingServer
@@ -76,9 +77,12 @@ async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     access_log = logging.getLogger("aiohttp.access") if settings.access_log else None
-    runner = Runner(create_app(ns), access_log=access_log, shutdown_timeout=settings.drain_grace_s,
-                    keepalive_timeout=settings.http_keepalive_s)
+    app = create_app(ns)
     remoting = RemotingServer(ns, settings) if settings.remoting_port else None
+    if remoting is not None:
+        app[READINESS] = [remoting.not_listening]
+    runner = Runner(app, access_log=access_log, shutdown_timeout=settings.drain_grace_s,
+                    keepalive_timeout=settings.http_keepalive_s)
     try:
         async with running(ns):
             await runner.setup()

@@ -167,3 +167,10 @@ Cross-field checks the JSON schema cannot express.
 {{- fail "autoscaling.maxReplicas must be >= autoscaling.minReplicas" }}
 {{- end }}
 {{- end }}
+
+{{/*
+Worker pods: replicaCount, or the deprecated `replicas` when a user still sets it.
+*/}}
+{{- define "rmq-namesrv.replicaCount" -}}
+{{- if hasKey .Values "replicas" }}{{ .Values.replicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- end }}

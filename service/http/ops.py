@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -14,8 +15,17 @@ async def livez(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "pid": os.getpid()})
 
 
+# Other parts of the worker that must be up for it to be ready (the remoting listener): each returns None when
+# fine, or why not. Filled by service/server.py.
+READINESS: web.AppKey[list[Callable[[], str | None]]] = web.AppKey("readiness", list)
+
+
 async def readyz(request: web.Request) -> web.Response:
-    """Redis reachable and scripts loaded (loads them again after a Redis restart)."""
+    """Redis reachable and scripts loaded (loads them again after a Redis restart), and every door listening."""
+    for check in request.app.get(READINESS, ()):
+        reason = check()
+        if reason is not None:
+            return web.json_response({"status": "unavailable", "reason": reason}, status=503)
     try:
         await request.app[NS].ready(timeout_s=1.0)
     except Exception as exc:

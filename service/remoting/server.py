@@ -161,6 +161,16 @@ class RemotingServer:
 
     # --- lifecycle
 
+    def not_listening(self) -> str | None:
+        """For /readyz: None while the remoting port accepts connections, else why not."""
+        if self.stopping:
+            return "remoting: stopping"
+        if self._servers and not all(s.is_serving() for s in self._servers):
+            return "remoting: listener closed"
+        if not self._servers and not self._tasks:
+            return "remoting: not started"
+        return None
+
     async def start(self, sock: socket.socket) -> None:
         self.loop = asyncio.get_running_loop()
         mode = self.settings.remoting_tls_mode

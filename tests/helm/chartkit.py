@@ -159,10 +159,57 @@ def write_readme_table() -> None:
     path.write_text(head + README_START + "\n".join(values_table()) + "\n" + README_END + tail)
 
 
+# Settings the chart derives from other values rather than listing them under `config` (tests/helm keeps this
+# list and the templates in step).
+DERIVED = {"port", "redis_url", "remoting_port"}
+
+
+def sync_config(skip_prefixes: tuple[str, ...] = ()) -> list[str]:
+    """Add every non-secret application setting missing from values.yaml `config` (with the app's default and
+    help) and from values.schema.json (type, range, choices). Returns the camelCase keys added."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from service.config import SETTINGS
+
+    values_path, schema_path = CHART_DIR / "values.yaml", CHART_DIR / "values.schema.json"
+    text = values_path.read_text()
+    config = (yaml.safe_load(text) or {}).get("config", {})
+    schema = json.loads(schema_path.read_text())
+    props = schema["properties"]["config"]["properties"]
+    kinds = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    lines, added = [], []
+    for s in SETTINGS:
+        if s.secret or s.name in DERIVED or s.camel in config or s.name.startswith(skip_prefixes):
+            continue
+        default = json.dumps(s.default) if not isinstance(s.default, str) else json.dumps(s.default)
+        lines += [f"  # -- {s.help[0].upper() + s.help[1:]}.", f"  {s.camel}: {default}"]
+        prop: dict[str, Any] = {"type": kinds[s.kind], "description": f"{s.env}: {s.help}"}
+        for bound in ("minimum", "maximum"):
+            if getattr(s, bound) is not None:
+                v = getattr(s, bound)
+                prop[bound] = int(v) if float(v).is_integer() else v
+        if s.choices:
+            prop["enum"] = list(s.choices)
+        props[s.camel] = prop
+        added.append(s.camel)
+    if added:  # insert at the end of the `config:` block (the first top-level key after it)
+        head, _, rest = text.partition("\nconfig:\n")
+        block_end = re.search(r"^\S", rest, re.M)
+        cut = block_end.start() if block_end else len(rest)
+        body = rest[:cut].rstrip("\n") + "\n" + "\n".join(lines) + "\n\n"
+        values_path.write_text(head + "\nconfig:\n" + body + rest[cut:])
+        schema_path.write_text(json.dumps(schema, indent=2) + "\n")
+    return added
+
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] == ["--write"]:
+        write_readme_table()
+    elif sys.argv[1:2] == ["--sync-config"]:  # --sync-config [SKIP_PREFIX ...]
+        print("added:", ", ".join(sync_config(tuple(sys.argv[2:]))) or "nothing")
         write_readme_table()
     else:
         print("\n".join(values_table()))

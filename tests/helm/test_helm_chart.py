@@ -17,6 +17,7 @@ import pytest
 import yaml
 from chartkit import (
     CHART_DIR,
+    DERIVED,
     K8S_VERSION,
     NAMESPACE,
     PRODUCTION_VALUES,
@@ -39,7 +40,6 @@ SECRET_ENVS = {s.env for s in SETTINGS if s.secret}
 PLAIN_ENVS = {s.env for s in SETTINGS if not s.secret}
 # Settings the chart derives instead of exposing under `config`:
 # the port from containerPort, the URL from `redis`.
-DERIVED = {"port", "redis_url"}
 # Chart defaults that deliberately differ from the application's defaults.
 CHART_OVERRIDES = {"log_json": True}
 # Kinds not in the Kubernetes OpenAPI schemas (CRDs): skipped by kubernetes-validate, checked by hand.
@@ -112,6 +112,7 @@ def test_long_names_fit_kubernetes_limits(render):
 @pytest.mark.parametrize(
     "values",
     [
+        {"replicaCount": "two"},
         {"replicas": "two"},
         {"typo": 1},
         {"config": {"logLevel": "TRACE"}},
@@ -205,10 +206,17 @@ def test_readme_values_table_is_current():
 
 
 def test_default_replicas_at_least_two(chart, render):
-    assert chart.values["replicas"] >= 2
+    assert chart.values["replicaCount"] >= 2 and "replicas" not in chart.values
     r = render()
     assert r.deployment["spec"]["replicas"] >= 2
     assert r.maybe("HorizontalPodAutoscaler") is None
+
+
+def test_replicas_is_a_deprecated_alias_of_replica_count(render):
+    assert render({"replicaCount": 4}).deployment["spec"]["replicas"] == 4
+    r = render({"replicas": 3})
+    assert r.deployment["spec"]["replicas"] == 3
+    assert "`replicas` is deprecated" in r.notes
 
 
 @pytest.mark.parametrize("values", [{"autoscaling": {"enabled": True}}, PRODUCTION_VALUES])
@@ -250,14 +258,17 @@ def test_probes(render):
     port_names = {p["name"]: p["containerPort"] for p in c["ports"]}
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         assert c[probe]["httpGet"]["port"] == "http"
-    assert port_names == {"http": 8080}
-    assert r.configmap["NAMESRV_PORT"] == "8080"
+    assert port_names == {"http": 8080, "remoting": 9876}
+    assert r.configmap["NAMESRV_PORT"] == "8080" and r.configmap["NAMESRV_REMOTING_PORT"] == "9876"
 
 
 def test_service(render):
     r = render()
     svc = r.one("Service", suffix=FULLNAME)
-    assert svc["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"},
+                                    {"name": "remoting", "port": 9876, "targetPort": "remoting", "protocol": "TCP"}]
+    # /rocketmq/nsaddr answers the Service's native address by default: what RocketMQ clients connect to
+    assert r.configmap["NAMESRV_ADVERTISED_ADDRS"] == f"{svc['metadata']['name']}.{NAMESPACE}.svc:9876"
     pod_labels = r.deployment["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["selector"].items() <= pod_labels.items()
     redis_labels = r.one("StatefulSet")["spec"]["template"]["metadata"]["labels"]

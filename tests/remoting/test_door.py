@@ -344,3 +344,10 @@ async def test_hot_path_and_general_path_answer_the_same(door):
                                  serialize="ROCKETMQ")
         assert fast.body == slow.body == binary.body and fast.code == slow.code == 0
     assert door.ns.metrics.remoting.fast_routes == fast_before + 2  # only the plain JSON requests took it
+
+
+async def test_readiness_follows_the_remoting_listener(door):
+    """service/server.py puts this check into /readyz: a worker whose remoting port is down is not ready."""
+    assert door.server.not_listening() is None
+    await door.server.stop(0.1)
+    assert door.server.not_listening() == "remoting: stopping"
