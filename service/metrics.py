@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import collections
 from bisect import bisect_left
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest  # noqa: I001
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -64,6 +64,19 @@ class Metrics:
             self.cache_bytes.set(cache.bytes)
             self.cache_evictions.set(cache.evictions)
         return generate_latest(self.registry)
+
+
+def latency_family(name: str, help_text: str, label: str, buckets: Mapping[Any, list[int]],
+                   sums: Mapping[Any, float]) -> HistogramMetricFamily:
+    """A latency histogram from plain per-label bucket counts (LATENCY_BUCKETS plus +Inf)."""
+    h = HistogramMetricFamily(name, help_text, labels=[label])
+    for key, counts in sorted(buckets.items()):
+        cumulative, acc = [], 0
+        for bound, n in zip((*LATENCY_BUCKETS, float("inf")), counts, strict=True):
+            acc += n
+            cumulative.append((str(bound) if bound != float("inf") else "+Inf", acc))
+        h.add_metric([str(key)], cumulative, sum_value=sums[key])
+    return h
 
 
 class LoopLag:
@@ -132,19 +145,12 @@ class RemotingStats:
         for (code, result), n in sorted(counts.items()):
             c.add_metric([str(code), NAMES.get(code, "UNKNOWN"), str(result)], n)
         yield c
-        h = HistogramMetricFamily("namesrv_remoting_request_seconds", "remoting request latency (hot-path route "
-                                  "reads count in the first bucket)", labels=["code"])
         buckets = {k: list(v) for k, v in self.buckets.items()}
         if self.fast_routes:
             buckets.setdefault(105, [0] * (len(LATENCY_BUCKETS) + 1))[0] += self.fast_routes
             self.sums.setdefault(105, 0.0)
-        for code, b in sorted(buckets.items()):
-            cumulative, acc = [], 0
-            for bound, n in zip((*LATENCY_BUCKETS, float("inf")), b, strict=True):
-                acc += n
-                cumulative.append((str(bound) if bound != float("inf") else "+Inf", acc))
-            h.add_metric([str(code)], cumulative, sum_value=self.sums[code])
-        yield h
+        yield latency_family("namesrv_remoting_request_seconds", "remoting request latency (hot-path route reads "
+                             "count in the first bucket)", "code", buckets, self.sums)
         yield GaugeMetricFamily("namesrv_remoting_connections", "remoting connections open now",
                                 value=self.open_now())
         yield CounterMetricFamily("namesrv_remoting_connections_opened", "remoting connections accepted",
@@ -188,12 +194,6 @@ class RequestStats:
         for (route, method, status), n in sorted(self.counts.items()):
             c.add_metric([route, method, str(status)], n)
         yield c
-        h = HistogramMetricFamily("namesrv_http_request_seconds", "HTTP request latency", labels=["route"])
-        for route, b in sorted(self.buckets.items()):
-            cumulative, acc = [], 0
-            for bound, n in zip((*LATENCY_BUCKETS, float("inf")), b, strict=True):
-                acc += n
-                cumulative.append((str(bound) if bound != float("inf") else "+Inf", acc))
-            h.add_metric([route], cumulative, sum_value=self.sums[route])
-        yield h
+        yield latency_family("namesrv_http_request_seconds", "HTTP request latency", "route", self.buckets,
+                             self.sums)
         yield GaugeMetricFamily("namesrv_http_in_flight", "HTTP requests being handled now", value=self.in_flight)
