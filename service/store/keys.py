@@ -71,6 +71,10 @@ class Keys:
     def skew_report(self) -> str:  # STRING: latest skew summary JSON
         return self.base + "report:skew"
 
+    @property
+    def skew_history(self) -> str:  # LIST: the last N skew runs, newest first, each zlib(JSON)
+        return self.base + "report:skew:history"
+
     def lease(self, name: str) -> str:  # STRING with PX: one worker per tick cluster-wide
         return self.base + "lease:" + name
 

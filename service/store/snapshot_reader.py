@@ -1,7 +1,7 @@
-"""The read side of route snapshots and the skew report's Redis keys, for the Spark job: a synchronous
-(redis-py), picklable reader that the driver and the executors share. Keys come from `Keys` only; the format
-is the writer's (service/store/snapshots.py). Imports nothing from the async store, so executors need only
-redis and orjson.
+"""The read side of route snapshots and the skew report's Redis keys (summary, history, scheduler leases),
+for the Spark job: a synchronous (redis-py), picklable reader that the driver and the executors share. Keys
+come from `Keys` only; the format is the writer's (service/store/snapshots.py). Imports nothing from the async
+store, so executors need only redis and orjson.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import orjson
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from service.errors import StoreUnavailable
 from service.store.keys import Keys
@@ -51,13 +53,27 @@ def _redis_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 @dataclass(frozen=True)
 class RedisSpec:
-    """How to reach Redis; picklable, so each executor opens its own connection. Timeouts are longer than the
-    workers' (an MGET of 8 parts under load), but bounded."""
+    """How to reach Redis — one URL, Sentinel (`sentinels` + `master_name`) or Cluster (`cluster`, `url` a seed
+    node); picklable, so each executor opens its own connection. Timeouts are longer than the workers' (an MGET of
+    8 parts under load), but bounded."""
 
     url: str
     password: str | None = None
     socket_timeout_s: float = 30.0
     connect_timeout_s: float = 5.0
+    sentinels: tuple[tuple[str, int], ...] = ()
+    master_name: str = "mymaster"
+    sentinel_password: str | None = None
+    cluster: bool = False
+
+    @classmethod
+    def from_settings(cls, s: Any) -> RedisSpec:
+        """The spec of a service.config.Settings (any of the three deployments)."""
+        from service.config import parse_sentinels
+
+        return cls(s.redis_url, password=s.redis_password or None, sentinels=tuple(parse_sentinels(s.redis_sentinels)),
+                   master_name=s.redis_master_name, sentinel_password=s.redis_sentinel_password or None,
+                   cluster=s.redis_cluster)
 
     def client(self) -> redis.Redis:
         kwargs: dict[str, Any] = {
@@ -66,6 +82,18 @@ class RedisSpec:
         }
         if self.password:
             kwargs["password"] = self.password
+        if self.sentinels:
+            from redis.sentinel import Sentinel
+
+            fast = {"socket_timeout": min(self.socket_timeout_s, 5.0), "socket_connect_timeout":
+                    self.connect_timeout_s, "retry": Retry(NoBackoff(), 0)}  # next sentinel at once
+            if self.sentinel_password:
+                fast["password"] = self.sentinel_password
+            return Sentinel(list(self.sentinels), sentinel_kwargs=fast, **kwargs).master_for(self.master_name)
+        if self.cluster:
+            from redis.cluster import RedisCluster
+
+            return RedisCluster.from_url(self.url, **kwargs)  # type: ignore[return-value]
         return redis.Redis.from_url(self.url, **kwargs)
 
 
@@ -116,11 +144,13 @@ class SnapshotReader:
     Pickling keeps the spec and the prefix only (the connection is opened lazily where it is used), so
     `rdd.mapPartitions(reader.fetch_parts)` ships it to the executors."""
 
-    def __init__(self, spec: RedisSpec, prefix: str = "nsrv", fetch_batch: int = FETCH_BATCH) -> None:
+    def __init__(self, spec: RedisSpec, prefix: str = "nsrv", fetch_batch: int = FETCH_BATCH,
+                 client: redis.Redis | None = None) -> None:
+        """`client`: the driver's connection, when the caller has one (it does not travel to executors)."""
         self.spec = spec
         self.keys = Keys(prefix)
         self.fetch_batch = fetch_batch
-        self._client: redis.Redis | None = None
+        self._client: redis.Redis | None = client
 
     def __getstate__(self) -> dict[str, Any]:
         return {"spec": self.spec, "keys": self.keys, "fetch_batch": self.fetch_batch, "_client": None}
@@ -203,6 +233,52 @@ class SnapshotReader:
         raw = self.client.get(self.keys.skew_report)
         return orjson.loads(raw) if raw else None
 
+    @_redis_errors
+    def push_history(self, record: Mapping[str, Any], keep: int) -> int:
+        """Prepend one run's record to the skew history and keep the newest `keep`; returns the length."""
+        blob = zlib.compress(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY), 6)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.lpush(self.keys.skew_history, blob)
+        pipe.ltrim(self.keys.skew_history, 0, max(1, keep) - 1)
+        pipe.llen(self.keys.skew_history)
+        return int(pipe.execute()[-1])
+
+    @_redis_errors
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The stored run records, newest first (at most `limit`)."""
+        raw = self.client.lrange(self.keys.skew_history, 0, -1 if limit is None else max(0, limit - 1))
+        return [decode_history(b) for b in raw]
+
+    # --- leases (the skew scheduler: one run per interval cluster-wide)
+
+    @_redis_errors
+    def acquire_lease(self, name: str, ttl_ms: int, owner: str) -> bool:
+        """SET NX PX: true for the one caller that gets `name` until it expires or is released."""
+        return bool(self.client.set(self.keys.lease(name), owner, nx=True, px=max(1, int(ttl_ms))))
+
+    @_redis_errors
+    def renew_lease(self, name: str, ttl_ms: int, owner: str) -> bool:
+        """Extend a lease this owner still holds (checked and extended in one MULTI, under WATCH)."""
+        return self._if_owner(name, owner, lambda pipe, key: pipe.pexpire(key, max(1, int(ttl_ms))))
+
+    @_redis_errors
+    def release_lease(self, name: str, owner: str) -> bool:
+        """Delete a lease this owner still holds; another owner's lease is left alone."""
+        return self._if_owner(name, owner, lambda pipe, key: pipe.delete(key))
+
+    def _if_owner(self, name: str, owner: str, action: Callable[[Any, str], Any]) -> bool:
+        key = self.keys.lease(name)
+        with self.client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(key)
+                if _text(pipe.get(key) or b"") != owner:
+                    return False
+                pipe.multi()
+                action(pipe, key)
+                return bool(pipe.execute()[0])
+            except redis.WatchError:  # changed between GET and EXEC: no longer ours to touch
+                return False
+
     # --- executors
 
     def fetch_parts(self, refs: Iterable[PartRef]) -> Iterator[tuple[Any, ...]]:
@@ -233,6 +309,11 @@ class SnapshotReader:
                 continue
             for r in orjson.loads(zlib.decompress(blob)):
                 yield (taken_at, r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6]))
+
+
+def decode_history(blob: bytes) -> dict[str, Any]:
+    """One history entry: zlib(JSON) as push_history writes it."""
+    return orjson.loads(zlib.decompress(blob))
 
 
 def _text(v: bytes | str) -> str:

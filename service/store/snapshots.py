@@ -95,3 +95,21 @@ class SnapshotStore:
     async def skew_summary(self) -> str | None:
         """The latest skew summary JSON the Spark job stored, as text."""
         return await self.redis.get(self.keys.skew_report)
+
+    @store_errors
+    async def skew_trend(self) -> dict | None:
+        """The latest summary's `trend` with when that report ran; None without a report (or one written before
+        reports had a trend)."""
+        raw = await self.redis.get(self.keys.skew_report)
+        summary = orjson.loads(raw) if raw else {}
+        if "trend" not in summary:
+            return None
+        return {"generatedAt": summary.get("generatedAt"),
+                "latestTakenAt": summary.get("window", {}).get("latestTakenAt"), **summary["trend"]}
+
+    @store_errors
+    async def skew_history(self, limit: int) -> list[dict]:
+        """The skew job's run records, newest first (zlib JSON entries of a LIST; see snapshot_reader)."""
+        raw = await self.redis.execute_command("LRANGE", self.keys.skew_history, 0, max(0, limit - 1),
+                                               NEVER_DECODE=True)
+        return [orjson.loads(zlib.decompress(b)) for b in raw]

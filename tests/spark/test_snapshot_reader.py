@@ -150,3 +150,24 @@ def test_executors_import_only_what_the_reader_needs():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.redis
+def test_history_is_newest_first_and_bounded(reader, client, prefix):
+    assert reader.history() == []
+    for i in range(4):
+        assert reader.push_history({"runId": str(i), "n": i}, keep=3) == min(i + 1, 3)
+    assert [r["runId"] for r in reader.history()] == ["3", "2", "1"]
+    assert [r["runId"] for r in reader.history(limit=1)] == ["3"]
+    assert client.type(f"{{{prefix}}}:report:skew:history") == b"list"
+
+
+@pytest.mark.redis
+def test_leases_belong_to_their_owner(reader, client, prefix):
+    key = f"{{{prefix}}}:lease:job"
+    assert reader.acquire_lease("job", 10_000, "a") and not reader.acquire_lease("job", 10_000, "b")
+    assert not reader.renew_lease("job", 60_000, "b") and not reader.release_lease("job", "b")
+    assert client.get(key) == b"a" and client.pttl(key) <= 10_000
+    assert reader.renew_lease("job", 60_000, "a") and client.pttl(key) > 10_000
+    assert reader.release_lease("job", "a") and client.get(key) is None
+    assert not reader.renew_lease("job", 1000, "a")  # gone: nothing to renew
