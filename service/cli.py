@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
         skew.add_argument("rest", nargs=argparse.REMAINDER)
     else:
         add_arguments(skew)
+    sched = sub.add_parser("skew-scheduler", help="the skew report every --interval, once per interval "
+                           "cluster-wide (lease in Redis)")
+    add_common(sched)
+    from service.skew.options import add_scheduler_arguments
+
+    add_scheduler_arguments(sched)
     return parser
 
 
@@ -61,7 +67,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "skew-report":
+    if args.command in ("skew-report", "skew-scheduler"):
         return _skew(args)
     try:
         settings = settings_from(args)
@@ -93,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _skew(args: argparse.Namespace) -> int:
     try:
-        from service.skew.job import run
+        if args.command == "skew-scheduler":
+            from service.skew.scheduler import run
+        else:
+            from service.skew.job import run
     except ImportError as exc:
         print(f"namesrv skew-report needs the Spark extra: pip install 'rmq-namesrv[spark]' ({exc})",
               file=sys.stderr)

@@ -121,6 +121,7 @@ class RemotingStats:
         self.closes: collections.Counter[str] = collections.Counter()
         self.frame_errors = 0
         self.busy = 0
+        self.paused = 0  # times a connection stopped being read because its peer did not read its replies
         self.fast_routes = 0  # cached route reads answered by the decoder's hot path (code 105, SUCCESS)
         self.open_now = lambda: 0  # set by the server: connections open now
 
@@ -164,6 +165,8 @@ class RemotingStats:
                                   "undecodable frame", value=self.frame_errors)
         yield CounterMetricFamily("namesrv_remoting_busy", "requests answered SYSTEM_BUSY (in-flight bounds)",
                                   value=self.busy)
+        yield CounterMetricFamily("namesrv_remoting_read_paused", "times a connection was not read because its "
+                                  "peer did not read its replies", value=self.paused)
 
 
 class RequestStats:

@@ -106,6 +106,16 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.closed(self, exc)
 
+    def pause_writing(self) -> None:
+        """A peer that does not read its replies stops being read: its replies never pile up in memory."""
+        if self.transport is not None:
+            self.transport.pause_reading()
+            self.server.stats.paused += 1
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
     # --- used by the server and the handlers
 
     def registered(self, cluster: str, addr: str) -> None:

@@ -351,3 +351,34 @@ async def test_readiness_follows_the_remoting_listener(door):
     assert door.server.not_listening() is None
     await door.server.stop(0.1)
     assert door.server.not_listening() == "remoting: stopping"
+
+
+async def test_a_peer_that_never_reads_its_replies_is_no_longer_read(door):
+    """Replies for a client that does not read do not pile up in the worker: past the transport's high-water mark
+    the connection stops being read (its requests wait in the kernel and in the client), others go on."""
+    import asyncio
+
+    from service.remoting.codec import RemotingCommand, encode
+
+    import socket
+
+    c = await door.client()
+    await register(c)
+    await c.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})  # cached: answered in data_received
+    frame = encode(RemotingCommand(code=105, opaque=9, ext_fields={"topic": "TopicA"}))
+    sock = socket.create_connection(("127.0.0.1", door.port))  # a peer that writes and never reads
+    sock.setblocking(False)
+    burst = frame * 64
+    deadline = asyncio.get_running_loop().time() + 5
+    while not door.ns.metrics.remoting.paused and asyncio.get_running_loop().time() < deadline:
+        try:  # write until the kernel pushes back
+            sock.send(burst)
+        except BlockingIOError:
+            pass
+        await asyncio.sleep(0)
+    assert door.ns.metrics.remoting.paused >= 1
+    conn = next(x for x in door.server.connections if x.transport.get_write_buffer_size() > 0)
+    assert conn.transport.get_write_buffer_size() < 4 * 1024 * 1024  # bounded, not 200 000 replies
+    other = await door.client()
+    assert (await other.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).code == SUCCESS
+    sock.close()
