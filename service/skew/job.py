@@ -38,7 +38,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2  # also: no snapshot in the window
 HEATMAP_TOPICS = 20
-STAGES = ("list", "fetch", "topics", "brokers", "latest", "render", "write")
+STAGES = ("list", "fetch", "topics", "brokers", "latest", "actions", "render", "write")
 
 
 class Progress:
@@ -66,8 +66,9 @@ class NoSnapshots(Exception):
 @dataclass
 class Window:
     since_ms: int
-    until_ms: int
+    until_ms: int  # Redis' clock when the run started: also the run's id in the history
     snaps: list[SnapshotManifest]
+    previous: list[dict[str, Any]] = field(default_factory=list)  # earlier runs' records, newest first
 
 
 @dataclass
@@ -96,6 +97,8 @@ class Tables:
     imbalance: Any
     heat: Any
     top: list[tuple[str, str]] = field(default_factory=list)
+    actions: Any = None  # per flagged topic: what would even it out
+    hot: Any = None  # hot brokers and the topics that make them hot
 
 
 @dataclass
@@ -122,7 +125,8 @@ def to_pandas(df: Any) -> Any:
 
 
 def list_window(reader: SnapshotReader, opts: JobOptions) -> Window:
-    """The snapshots of the window by Redis' clock, oldest first. Raises NoSnapshots."""
+    """The snapshots of the window by Redis' clock, oldest first, and the earlier runs kept for the trend.
+    Raises NoSnapshots."""
     until_ms = reader.now_ms()
     since_ms = until_ms - int(opts.since_s * 1000)
     snaps = reader.list_snapshots(since_ms)
@@ -132,7 +136,7 @@ def list_window(reader: SnapshotReader, opts: JobOptions) -> Window:
             "take one with `namesrv snapshot` (serving workers also take them every "
             "NAMESRV_SNAPSHOT_INTERVAL_S seconds), or widen --since"
         )
-    return Window(since_ms, until_ms, snaps)
+    return Window(since_ms, until_ms, snaps, reader.history(opts.history))
 
 
 def fetch(spark: Any, reader: SnapshotReader, window: Window) -> Fetched:
@@ -211,10 +215,19 @@ def compute(
         heat=heat,
         top=top,
     )
-    for df in (shares, topics_all, brokers_all):
-        df.unpersist()
     progress.stage("latest", rows=len(tables.topics), brokers=len(tables.brokers),
                    worsening=len(tables.worsening))
+
+    shares_now, brokers_now = T.at(shares, latest), T.at(brokers_all, latest)
+    tables.actions = report.rank_actions(
+        to_pandas(T.topic_actions(shares_now, T.at(topics_all, latest), brokers_now, opts.concentrated_share)),
+        tables.topics,
+    )
+    tables.hot = report.sort_hot(to_pandas(T.hot_brokers(
+        shares_now, brokers_now, weights_df, default_weight(weights), opts.hot_broker_ratio)))
+    for df in (shares, topics_all, brokers_all):
+        df.unpersist()
+    progress.stage("actions", rows=len(tables.actions), hotBrokerTopics=len(tables.hot))
     return tables
 
 
@@ -223,12 +236,13 @@ def compute(
 
 def summarize(
     window: Window, fetched: Fetched, tables: Tables, opts: JobOptions, weights: dict[str, float] | None
-) -> dict[str, Any]:
-    from service.skew import report
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(summary, this run's history record). The summary's `trend` compares the run with the kept ones."""
+    from service.skew import history, report
     from service.skew import transforms as T
 
     latest = fetched.latest
-    return report.build_summary(
+    summary = report.build_summary(
         window={
             "since": opts.since_text,
             "sinceMs": window.since_ms,
@@ -248,6 +262,8 @@ def summarize(
             "defaultWeight": default_weight(weights),
             "includeSystemTopics": opts.include_system_topics,
             "rules": report.flag_rules(opts.concentrated_share),
+            "hotBrokerRatio": opts.hot_broker_ratio,
+            "history": opts.history,
         },
         topics=tables.topics,
         brokers=tables.brokers,
@@ -255,8 +271,14 @@ def summarize(
         worsening=tables.worsening,
         imbalance=tables.imbalance,
         flags=T.FLAGS,
+        actions=tables.actions,
+        hot=tables.hot,
         max_topics=opts.summary_topics,
     )
+    record = history.run_record(summary, tables.brokers, window.until_ms)
+    cap = opts.summary_topics if opts.summary_topics > 0 else None
+    summary["trend"] = history.trend(tables.topics, tables.brokers, record, window.previous, cap)
+    return summary, record
 
 
 def render(summary: dict[str, Any], tables: Tables, opts: JobOptions) -> str:
@@ -268,6 +290,7 @@ def render(summary: dict[str, Any], tables: Tables, opts: JobOptions) -> str:
         "brokerLoad": report.chart_broker_load(tables.brokers),
         "heatmap": report.chart_heatmap(tables.heat, tables.top),
         "imbalance": report.chart_imbalance(tables.imbalance),
+        "runs": report.chart_runs(summary["trend"]["clusters"]),
     }
     return report.render_html(summary, charts)
 
@@ -275,9 +298,20 @@ def render(summary: dict[str, Any], tables: Tables, opts: JobOptions) -> str:
 # --- publish
 
 
-def publish(out: Path, reader: SnapshotReader, summary: dict[str, Any], tables: Tables, html: str) -> list[Path]:
-    """Tables, page and summary into `out` (each file replaced atomically), then the summary into Redis."""
-    from service.skew import report
+def publish(
+    out: Path,
+    reader: SnapshotReader,
+    summary: dict[str, Any],
+    record: dict[str, Any],
+    tables: Tables,
+    html: str,
+    previous: list[dict[str, Any]],
+    keep: int,
+) -> list[Path]:
+    """Tables, page and summary into `out` (each file replaced atomically), this run's page and summary under
+    out/runs/<runId> (the newest `keep`), the kept runs as history tables; then the summary and this run's
+    record into Redis."""
+    from service.skew import history, report
 
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
@@ -287,15 +321,36 @@ def publish(out: Path, reader: SnapshotReader, summary: dict[str, Any], tables: 
         "clusters": (tables.clusters, report.CLUSTER_FIELDS),
         "worsening": (tables.worsening, report.WORSENING_FIELDS),
         "imbalance": (tables.imbalance, report.IMBALANCE_FIELDS),
+        "actions": (tables.actions, report.ACTION_FIELDS),
+        "hot_brokers": (tables.hot, report.HOT_FIELDS),
     }.items():
         files += outputs.write_table(out, name, pdf[[f for f in fields if f in pdf.columns]])
     outputs.write_text(out / "report.html", html)
     outputs.write_json(out / "summary.json", summary)
+    files += [out / "report.html", out / "summary.json"]
+    files += outputs.write_run(out, record["runId"], summary, html, keep)
+    kept = [record, *previous][:keep]
+    for name, pdf in history.history_tables(kept).items():
+        files += outputs.write_table(out, f"history_{name}", pdf)
     reader.store_summary(summary)
-    return files + [out / "report.html", out / "summary.json"]
+    reader.push_history(record, keep)
+    return files
 
 
 # --- one run
+
+
+ROWS_PER_SHUFFLE_PARTITION = 250_000
+
+
+def size_shuffles(spark: Any, opts: JobOptions, rows: int) -> int:
+    """Shuffle partitions for this run, unless set with --conf: Spark's 200 costs seconds per stage on small
+    windows; two per core, or one per 250 000 rows on big ones (at most 400)."""
+    if any(k == "spark.sql.shuffle.partitions" for k, _ in opts.conf):
+        return int(spark.conf.get("spark.sql.shuffle.partitions"))
+    n = max(2 * spark.sparkContext.defaultParallelism, min(400, rows // ROWS_PER_SHUFFLE_PARTITION))
+    spark.conf.set("spark.sql.shuffle.partitions", str(n))
+    return n
 
 
 def run_once(spark: Any, opts: JobOptions) -> Outcome:
@@ -304,16 +359,17 @@ def run_once(spark: Any, opts: JobOptions) -> Outcome:
     progress = Progress()
     with reader_for(opts) as reader:
         window = list_window(reader, opts)
+        indexed = sum(s.rows for s in window.snaps)
         progress.stage("list", snapshots=len(window.snaps), parts=sum(s.parts for s in window.snaps),
-                       indexedRows=sum(s.rows for s in window.snaps))
+                       indexedRows=indexed, shufflePartitions=size_shuffles(spark, opts, indexed))
         fetched = fetch(spark, reader, window)
         progress.stage("fetch", rows=fetched.row_count, partitions=fetched.partitions)
         weights = load_weights(opts.weights) if opts.weights else None
         tables = compute(spark, fetched, opts, weights, progress)
-        summary = summarize(window, fetched, tables, opts, weights)
+        summary, record = summarize(window, fetched, tables, opts, weights)
         html = render(summary, tables, opts)
         progress.stage("render")
-        files = publish(opts.out, reader, summary, tables, html)
+        files = publish(opts.out, reader, summary, record, tables, html, window.previous, opts.history)
         progress.stage("write", files=len(files), out=str(opts.out), redisKey=reader.summary_name)
     return Outcome(summary, files, progress.stages)
 
@@ -361,6 +417,13 @@ def _error(msg: str) -> None:
 
 def check(opts: JobOptions) -> int | None:
     """Usage checks before anything starts; an exit code when one fails."""
+    s = opts.settings
+    if getattr(s, "redis_sentinels", "") or getattr(s, "redis_cluster", False):
+        _error(
+            "the Spark job reads one Redis endpoint: give --redis-url of the Sentinel master or of the Cluster "
+            "shard holding the registry's hash tag (every key of a registry is on one shard)"
+        )
+        return EXIT_USAGE
     if opts.settings.embedded:
         _error(
             "--redis-url (or NAMESRV_REDIS_URL) is required: the Spark executors read the snapshots from a "

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from service.config import ConfigError, Settings, load_settings
+from service.config import BY_NAME, ConfigError, Settings, load_settings
 
 DEFAULT_SINCE = "24h"
 
@@ -56,6 +56,16 @@ def _share(text: str) -> float:
     return v
 
 
+def _ratio(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1.0 <= v <= 100.0:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100, got {v:g}")
+    return v
+
+
 def conf_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -63,7 +73,20 @@ def conf_pair(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_scheduler_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`namesrv skew-scheduler`: the skew-report flags (but --every) and the interval."""
+    add_arguments(parser, every=False)
+    parser.add_argument(
+        "--interval",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="one report per interval cluster-wide, e.g. 15m, 1h (env NAMESRV_SKEW_INTERVAL_S, default 1h)",
+    )
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser, every: bool = True) -> argparse.ArgumentParser:
     """The skew-report flags. The common ones (-c, --redis-url, --key-prefix) come from service.cli.add_common,
     which service/cli.py and job.main() add first."""
     parser.add_argument(
@@ -98,14 +121,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="per-topic traffic weights, JSON {topic: weight} or CSV topic,weight; "
         "'*' sets the weight of unlisted topics (default 0)",
     )
-    parser.add_argument(
-        "--every",
-        type=_duration,
-        default=None,
-        metavar="DURATION",
-        help="repeat on this period until Ctrl-C, in this process only (no lease; for several machines use "
-        "`namesrv skew-scheduler`) (default: run once)",
-    )
+    if every:
+        parser.add_argument(
+            "--every",
+            type=_duration,
+            default=None,
+            metavar="DURATION",
+            help="repeat on this period until Ctrl-C, in this process only (no lease; for several machines use "
+            "`namesrv skew-scheduler`) (default: run once)",
+        )
     parser.add_argument(
         "--concentrated-share",
         type=_share,
@@ -126,6 +150,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="N",
         help="topics (and worsening topics) listed in summary.json and Redis; 0 = all "
         "(default 1000; the CSV/Parquet tables always hold all)",
+    )
+    parser.add_argument(
+        "--hot-broker-ratio",
+        type=_ratio,
+        default=1.5,
+        metavar="R",
+        help="list a broker as hot when it carries more than R x the fair share 1/n of its cluster's load "
+        "(default 1.5)",
+    )
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=None,
+        metavar="N",
+        help="reports kept for the trend, in Redis and under OUT/runs (env NAMESRV_SKEW_HISTORY, default 48)",
     )
     parser.add_argument(
         "--conf",
@@ -152,6 +191,12 @@ class JobOptions:
     include_system_topics: bool = False
     summary_topics: int = 1000
     conf: tuple[tuple[str, str], ...] = ()
+    hot_broker_ratio: float = 1.5
+
+    @property
+    def history(self) -> int:
+        """Reports kept for the trend (Redis history and OUT/runs)."""
+        return self.settings.skew_history
 
     @property
     def prefix(self) -> str:
@@ -180,7 +225,11 @@ def _key_prefix(args: argparse.Namespace) -> str | None:
 
 def settings_of(args: argparse.Namespace, env: dict[str, str] | None = None) -> Settings:
     """The service settings for this command line: flags > NAMESRV_* env > `-c` file > defaults."""
-    flags = {"redis_url": getattr(args, "redis_url", None), "key_prefix": _key_prefix(args)}
+    interval = getattr(args, "interval", None)
+    # every common option that is a setting (--redis-url, --key-prefix, and whatever add_common grows)
+    flags = {name: value for name, value in vars(args).items() if name in BY_NAME and value is not None}
+    flags |= {"key_prefix": _key_prefix(args), "skew_history": getattr(args, "history", None),
+              "skew_interval_s": None if interval is None else max(1, round(interval))}
     return load_settings(file=getattr(args, "config_file", None), env=env, flags=flags)
 
 
@@ -192,9 +241,10 @@ def options_of(args: argparse.Namespace, env: dict[str, str] | None = None) -> J
         out=Path(args.out),
         master=args.master,
         weights=args.weights,
-        every_s=args.every,
+        every_s=getattr(args, "every", None),
         concentrated_share=args.concentrated_share,
         include_system_topics=bool(args.include_system_topics),
         summary_topics=args.summary_topics,
         conf=tuple(args.conf),
+        hot_broker_ratio=args.hot_broker_ratio,
     )

@@ -80,3 +80,21 @@ def write_table(out: Path, name: str, pdf: pd.DataFrame) -> list[Path]:
     pdf.to_parquet(pq_buf, index=False)
     atomic_write(pq_path, pq_buf.getvalue())
     return [csv_path, pq_path]
+
+
+RUNS_DIR = "runs"
+
+
+def write_run(out: Path, run_id: str, summary: Any, html: str, keep: int) -> list[Path]:
+    """This run's summary and page under out/runs/<run_id>/; only the newest `keep` run directories stay."""
+    runs = out / RUNS_DIR
+    run_dir = runs / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / "summary.json", summary)
+    write_text(run_dir / "report.html", html)
+    for old in sorted((p for p in runs.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name),
+                      reverse=True)[max(1, keep):]:
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    return [run_dir / "summary.json", run_dir / "report.html"]

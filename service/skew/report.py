@@ -85,6 +85,42 @@ def flag_rules(threshold: float) -> dict[str, str]:
     }
 
 
+ACTION_FIELDS = (
+    "topic",
+    "cluster",
+    "flags",
+    "action",
+    "brokers",
+    "writeQueues",
+    "maxShare",
+    "gini",
+    "clusterBrokers",
+    "targetBrokers",
+    "queuesPerBroker",
+    "queuesToMove",
+    "queuesToAdd",
+    "addOn",
+    "removeFrom",
+    "changes",
+    "maxShareAfter",
+    "maxMeanRatioAfter",
+    "giniAfter",
+    "flaggedAfter",
+)
+HOT_FIELDS = (
+    "cluster",
+    "brokerName",
+    "brokerShare",
+    "fairShare",
+    "ratio",
+    "rank",
+    "topic",
+    "writeQueuesOnBroker",
+    "topicShare",
+    "topicLoad",
+    "excessLoad",
+)
+
 FLAG_COLORS = {"SINGLE_BROKER": "#c0392b", "CONCENTRATED": "#e67e22", "UNWRITABLE": "#7f8c8d"}
 DEFAULT_COLOR = "#2e86c1"
 
@@ -147,6 +183,41 @@ def sort_worsening(worsening: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def rank_actions(actions: pd.DataFrame, topics: pd.DataFrame) -> pd.DataFrame:
+    """Actions in the order of the topic ranking (most skewed first)."""
+    if actions.empty:
+        return actions
+    order = topics[["cluster", "topic"]].reset_index(drop=True).reset_index(names="_rank")
+    return (
+        actions.merge(order, on=["cluster", "topic"], how="left")
+        .sort_values(["_rank", "cluster", "topic"], kind="mergesort")
+        .drop(columns="_rank")
+        .reset_index(drop=True)
+    )
+
+
+def sort_hot(hot: pd.DataFrame) -> pd.DataFrame:
+    if hot.empty:
+        return hot
+    return hot.sort_values(["ratio", "cluster", "brokerName", "rank"], ascending=[False, True, True, True]).reset_index(
+        drop=True
+    )
+
+
+def group_hot(hot: pd.DataFrame) -> list[dict[str, Any]]:
+    """One entry per hot broker, hottest first, with the topics that make it hot."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records(sort_hot(hot), HOT_FIELDS):
+        entry = out.setdefault(
+            (r["cluster"], r["brokerName"]),
+            {k: r[k] for k in ("cluster", "brokerName", "brokerShare", "fairShare", "ratio")} | {"topics": []},
+        )
+        entry["topics"].append(
+            {k: r[k] for k in ("topic", "writeQueuesOnBroker", "topicShare", "topicLoad", "excessLoad")}
+        )
+    return list(out.values())
+
+
 def sample_series(imbalance: pd.DataFrame, max_points: int) -> pd.DataFrame:
     """At most max_points snapshots per cluster, evenly spaced, always keeping the latest."""
     if imbalance.empty or max_points <= 0:
@@ -178,6 +249,8 @@ def build_summary(
     worsening: pd.DataFrame,
     imbalance: pd.DataFrame,
     flags: Iterable[str],
+    actions: pd.DataFrame | None = None,
+    hot: pd.DataFrame | None = None,
     max_topics: int = 1000,
     max_series_points: int = 300,
     generated_at: datetime | None = None,
@@ -191,6 +264,8 @@ def build_summary(
         if not worsening.empty
         else worsening
     )
+    actions = pd.DataFrame(columns=list(ACTION_FIELDS)) if actions is None else actions
+    hot_list = group_hot(hot) if hot is not None else []
     series = sample_series(imbalance, max_series_points)
     series = series.sort_values(["cluster", "takenAt"]) if not series.empty else series
     return {
@@ -202,6 +277,8 @@ def build_summary(
             "brokers": len(brokers),
             "clusters": len(clusters),
             "worsening": len(worsening),
+            "actions": len(actions),
+            "hotBrokers": len(hot_list),
             "flags": flag_counts(topics, flags),
         },
         "topics": records(topics, TOPIC_FIELDS, cap),
@@ -215,6 +292,9 @@ def build_summary(
         "worsening": records(wors, WORSENING_FIELDS, cap),
         "worseningTruncated": cap is not None and len(worsening) > cap,
         "imbalance": records(series, IMBALANCE_FIELDS),
+        "actions": records(actions, ACTION_FIELDS, cap),
+        "actionsTruncated": cap is not None and len(actions) > cap,
+        "hotBrokers": hot_list,
     }
 
 
@@ -339,6 +419,28 @@ def chart_imbalance(imbalance: pd.DataFrame) -> bytes:
     return _png(fig)
 
 
+def chart_runs(series: list[dict[str, Any]]) -> bytes:
+    """Per cluster, broker-load Gini and max share at each kept run (this run last)."""
+    fig = Figure(figsize=(9, 4.5))
+    if not series:
+        return _empty(fig, "no earlier runs kept yet")
+    frame = pd.DataFrame(series)
+    ax1, ax2 = fig.subplots(2, 1, sharex=True)
+    for cluster, g in frame.sort_values("runAt").groupby("cluster"):
+        t = pd.to_datetime(g["runAt"], unit="ms", utc=True)
+        ax1.plot(t, g["gini"], marker="o", markersize=3, label=str(cluster))
+        ax2.plot(t, g["maxShare"], marker="o", markersize=3, label=str(cluster))
+    ax1.set_ylabel("Gini of broker load")
+    ax1.set_ylim(bottom=0)
+    ax2.set_ylabel("max broker share")
+    ax2.set_xlabel("report run (UTC)")
+    ax1.set_title("Clusters over the kept report runs")
+    ax1.legend(loc="upper left", fontsize=8)
+    ax2.tick_params(axis="x", labelrotation=30)
+    fig.tight_layout()
+    return _png(fig)
+
+
 # --- HTML
 
 _CSS = """
@@ -355,6 +457,8 @@ def _fmt(v: Any) -> str:
     v = _plain(v)
     if v is None:
         return "–"
+    if isinstance(v, list):
+        return html.escape(", ".join(map(str, v)))
     if isinstance(v, float):
         return f"{v:.3f}"
     return html.escape(str(v))
@@ -388,6 +492,29 @@ def _img(png: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
+ACTION_VIEW = ("topic", "cluster", "action", "maxShare", "maxShareAfter", "targetBrokers", "queuesPerBroker",
+               "queuesToMove", "queuesToAdd", "changes")
+
+
+def _trend_html(trend: dict[str, Any], table_rows: int) -> str:
+    prev = trend.get("previous")
+    if not prev:
+        return "<p><i>No earlier run kept yet: the next run compares itself with this one.</i></p>"
+    return (
+        f"<p>{_fmt(trend.get('runs'))} runs kept; this run against the one of "
+        f"{html.escape(str(iso_ms(prev.get('runAt'))))}.</p>"
+        "<h3>Topics whose max share grew</h3>"
+        + _table(trend.get("topicsGrew", [])[:table_rows],
+                 ("topic", "cluster", "previousMaxShare", "maxShare", "delta", "flags"), ("topic", "cluster"))
+        + "<h3>Newly flagged topics</h3>"
+        + _table(trend.get("newlyFlagged", [])[:table_rows], ("topic", "cluster", "maxShare", "flags"),
+                 ("topic", "cluster"))
+        + "<h3>Brokers whose share grew</h3>"
+        + _table(trend.get("brokersGrew", [])[:table_rows],
+                 ("cluster", "brokerName", "previousShare", "share", "delta"), ("cluster", "brokerName"))
+    )
+
+
 def render_html(summary: dict[str, Any], charts: dict[str, bytes], table_rows: int = 50) -> str:
     """One self-contained page: no external CSS, scripts or images."""
     w, t, p = summary["window"], summary["totals"], summary["params"]
@@ -396,6 +523,8 @@ def render_html(summary: dict[str, Any], charts: dict[str, bytes], table_rows: i
         ("brokers", t["brokers"]),
         ("clusters", t["clusters"]),
         ("worsening", t["worsening"]),
+        ("actions", t.get("actions", 0)),
+        ("hot brokers", t.get("hotBrokers", 0)),
     ] + sorted(t["flags"].items())
     cards_html = "".join(f'<div class="card"><b>{_fmt(v)}</b>{html.escape(k)}</div>' for k, v in cards)
     weights = p.get("weights") or "none (every topic weighs 1)"
@@ -421,6 +550,35 @@ def render_html(summary: dict[str, Any], charts: dict[str, bytes], table_rows: i
         ),
         ("Broker × topic shares (top topics)", "heatmap", ""),
         (
+            "What would even it out",
+            "",
+            "<p>Per flagged topic with writable queues: the even layout that clears the flag with the fewest "
+            "changes (queues per broker, brokers to add queues on, queues to move), and its max share after. "
+            "Each topic is planned on its own; actions.csv lists them all.</p>"
+            + _table(summary.get("actions", [])[:table_rows], ACTION_VIEW, ("topic", "cluster", "action",
+                                                                            "changes")),
+        ),
+        (
+            "Hot brokers",
+            "",
+            f"<p>Brokers carrying more than {_fmt(p.get('hotBrokerRatio'))} × the fair share 1/n of their "
+            "cluster's load, with the topics that load them most beyond their fair part.</p>"
+            + _table(
+                [
+                    {**{k: b[k] for k in ("cluster", "brokerName", "brokerShare", "fairShare", "ratio")},
+                     "topics": [f"{x['topic']} (+{_fmt(x['excessLoad'])})" for x in b["topics"]]}
+                    for b in summary.get("hotBrokers", [])
+                ],
+                ("cluster", "brokerName", "brokerShare", "fairShare", "ratio", "topics"),
+                ("cluster", "brokerName", "topics"),
+            ),
+        ),
+        (
+            "Compared with earlier runs",
+            "runs",
+            _trend_html(summary.get("trend") or {}, table_rows),
+        ),
+        (
             "Imbalance over time",
             "imbalance",
             "<h3>Topics whose max share rose in the window</h3>"
@@ -430,7 +588,7 @@ def render_html(summary: dict[str, Any], charts: dict[str, bytes], table_rows: i
     body = []
     for title, key, extra in sections:
         body.append(f"<h2>{html.escape(title)}</h2>")
-        if key in charts:
+        if key and key in charts:
             body.append(_img(charts[key], title))
         body.append(extra)
     return f"""<!doctype html>

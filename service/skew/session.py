@@ -16,16 +16,6 @@ PYTHON_CONF = "spark.pyspark.python"
 DRIVER_PYTHON_CONF = "spark.pyspark.driver.python"
 
 
-def _local_parallelism(master: str) -> int:
-    inner = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
-    if inner.split(",")[0] in ("*", ""):
-        return os.cpu_count() or 2
-    try:
-        return max(1, int(inner.split(",")[0]))
-    except ValueError:
-        return os.cpu_count() or 2
-
-
 def python_interpreters(conf: Mapping[str, str], environ: Mapping[str, str]) -> tuple[str, str]:
     """(executor python, driver python): what the user set (--conf, then PYSPARK_PYTHON /
     PYSPARK_DRIVER_PYTHON), else the interpreter running this job. pyspark's own default is `python3` from
@@ -64,9 +54,6 @@ def spark_session(opts: JobOptions) -> tuple[Any, bool]:
     b = SparkSession.builder.appName("namesrv-skew-report")
     if master:
         b = b.master(master)
-        if master.startswith("local"):
-            # Small, local data: a few shuffle partitions per core instead of 200.
-            b = b.config("spark.sql.shuffle.partitions", str(4 * _local_parallelism(master)))
     b = b.config("spark.ui.showConsoleProgress", "false")  # progress goes to the log instead
     b = b.config(PYTHON_CONF, python).config(DRIVER_PYTHON_CONF, driver)
     for key, value in opts.conf:

@@ -7,6 +7,7 @@ so the same functions give both the latest picture and the trend over the window
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -263,3 +264,150 @@ def top_shares(spark: SparkSession, shares: DataFrame, taken_at: int, top: list[
         return shares.limit(0).select(*columns)
     wanted = spark.createDataFrame(top, "cluster string, topic string")
     return at(shares, taken_at).join(F.broadcast(wanted), ["cluster", "topic"]).select(*columns)
+
+
+# --- what to do about it (one snapshot: inputs already filtered with at())
+
+FIXABLE = (SINGLE_BROKER, CONCENTRATED)
+SPREAD = "SPREAD"  # put queues on more brokers
+REBALANCE = "REBALANCE"  # same brokers, equal queue counts
+ADD_BROKERS = "ADD_BROKERS"  # the cluster has a single broker: nothing to spread over
+
+
+def min_brokers_below(threshold: float) -> int:
+    """The fewest brokers k over which an even spread is not CONCENTRATED: 1/k <= threshold."""
+    k = max(1, math.ceil(1.0 / threshold - 1e-9))
+    while 1.0 / k > threshold:
+        k += 1
+    return k
+
+
+def topic_actions(shares: DataFrame, topics: DataFrame, brokers: DataFrame, concentrated_share: float) -> DataFrame:
+    """For each SINGLE_BROKER or CONCENTRATED topic with writable queues: the even layout that clears the flag
+    with the fewest changes, and the skew it would have.
+
+    Target: k brokers, k = max(brokers holding writable queues now, the fewest with 1/k <= threshold), at most
+    the cluster's brokers less those hosting the topic read-only; each gets q = ceil(writeQueues / k) writable
+    queues. Brokers added are the cluster's least loaded ones that do not host the topic (each topic is planned
+    on its own). Queues to move: the surplus of brokers above q; queues to add: k*q - writeQueues. After:
+    maxShare 1/k, max/mean 1, Gini 0.
+
+    Inputs (one snapshot, no takenAt): topic_broker_shares(), topic_metrics(), broker_metrics(). One shuffle:
+    the per-topic plan is array arithmetic over the topic's brokers and its cluster's (broadcast) broker list."""
+    k_min = min_brokers_below(concentrated_share)
+    key = ["cluster", "topic"]
+    flagged = topics.filter(
+        F.arrays_overlap(F.col("flags"), F.array(*[F.lit(f) for f in FIXABLE])) & (F.col("writeQueues") > 0)
+    ).select(*key, "flags", "brokers", "writeQueues", "maxShare", "gini")
+    per_topic = (
+        shares.join(flagged.select(*key), key, "left_semi")
+        .groupBy(*key)
+        .agg(
+            F.array_sort(F.collect_list(F.when(F.col("writable") > 0, F.struct("brokerName", "writable")))).alias(
+                "held"),
+            F.collect_list("brokerName").alias("hosting"),
+            F.sum((F.col("writable") == 0).cast("int")).alias("readOnly"),
+        )
+    )
+    pool = brokers.groupBy("cluster").agg(
+        F.count(F.lit(1)).alias("clusterBrokers"),
+        # least loaded first (struct order: load, then name)
+        F.array_sort(F.collect_list(F.struct(F.coalesce("share", F.lit(0.0)).alias("load"), "brokerName"))).alias(
+            "pool"),
+    )
+    holding = F.size("held")
+    k = F.col("targetBrokers")
+    q = F.col("queuesPerBroker")
+    held_names = lambda pred: F.transform(F.filter("held", pred), lambda h: h["brokerName"])  # noqa: E731
+    plan = (
+        flagged.join(per_topic, key)
+        .join(F.broadcast(pool), "cluster")
+        .withColumn("holding", holding)
+        .withColumn("targetBrokers",
+                    F.least(F.col("clusterBrokers") - F.col("readOnly"), F.greatest(holding, F.lit(k_min))))
+        .withColumn("queuesPerBroker", F.ceil(F.col("writeQueues") / k).cast("int"))
+        .withColumn(
+            "added",
+            F.transform(
+                F.slice(F.filter("pool", lambda b: ~F.array_contains("hosting", b["brokerName"])), 1,
+                        F.greatest(k - holding, F.lit(0))),
+                lambda b: b["brokerName"],
+            ),
+        )
+    )
+    change = lambda name, before: F.concat(name, F.lit(": "), before.cast("string"), F.lit(" -> "),  # noqa: E731
+                                           q.cast("string"))
+    return (
+        plan.withColumn("action", F.when(k <= 1, F.lit(ADD_BROKERS)).when(k > F.col("holding"), F.lit(SPREAD))
+                        .otherwise(F.lit(REBALANCE)))
+        .withColumn("queuesToMove",
+                    F.aggregate("held", F.lit(0).cast("long"),
+                                lambda acc, h: acc + F.greatest(h["writable"] - q, F.lit(0))))
+        .withColumn("queuesToAdd", (k * q - F.col("writeQueues")).cast("long"))
+        .withColumn("addOn", F.array_sort(F.concat(held_names(lambda h: h["writable"] < q), F.col("added"))))
+        .withColumn("removeFrom", held_names(lambda h: h["writable"] > q))
+        .withColumn(
+            "changes",
+            F.array_sort(F.concat(
+                F.transform(F.filter("held", lambda h: h["writable"] != q),
+                            lambda h: change(h["brokerName"], h["writable"])),
+                F.transform("added", lambda b: change(b, F.lit(0))),
+            )),
+        )
+        .withColumn("maxShareAfter", F.when(k > 1, F.lit(1.0) / k))
+        .withColumn("maxMeanRatioAfter", F.when(k > 1, F.lit(1.0)))
+        .withColumn("giniAfter", F.when(k > 1, F.lit(0.0)))
+        .withColumn("flaggedAfter", F.coalesce(F.col("maxShareAfter") > F.lit(concentrated_share), F.lit(True)))
+        .select(
+            "cluster", "topic", "flags", "action", "brokers", "writeQueues", "maxShare", "gini", "clusterBrokers",
+            "targetBrokers", "queuesPerBroker", "queuesToMove", "queuesToAdd", "addOn", "removeFrom", "changes",
+            "maxShareAfter", "maxMeanRatioAfter", "giniAfter", "flaggedAfter",
+        )
+    )
+
+
+def hot_brokers(
+    shares: DataFrame,
+    brokers: DataFrame,
+    weights: DataFrame | None = None,
+    default_weight: float = 1.0,
+    hot_ratio: float = 1.5,
+    top: int = 10,
+) -> DataFrame:
+    """Brokers carrying more than hot_ratio x the fair share 1/n of their cluster's load (n >= 2 brokers), each
+    with the `top` topics that make it hot: largest excess of the topic's load on this broker
+    (weight x the broker's share of the topic) over the topic's fair part (weight / n).
+
+    Inputs (one snapshot, no takenAt): topic_broker_shares(), broker_metrics()."""
+    size = brokers.groupBy("cluster").agg(F.count(F.lit(1)).alias("clusterBrokers"))
+    hot = (
+        brokers.join(size, "cluster")
+        .filter((F.col("clusterBrokers") >= 2) & (F.col("share") > F.lit(hot_ratio) / F.col("clusterBrokers")))
+        .select("cluster", "brokerName", F.col("share").alias("brokerShare"), "clusterBrokers")
+        .withColumn("fairShare", F.lit(1.0) / F.col("clusterBrokers"))
+        .withColumn("ratio", F.col("brokerShare") * F.col("clusterBrokers"))
+    )
+    if weights is not None:
+        weighted = shares.join(F.broadcast(weights), "topic", "left").withColumn(
+            "weight", F.coalesce(F.col("weight"), F.lit(float(default_weight)))
+        )
+    else:
+        weighted = shares.withColumn("weight", F.lit(1.0))
+    contrib = (
+        weighted.join(F.broadcast(hot), ["cluster", "brokerName"])
+        .withColumn("topicLoad", F.col("weight") * F.coalesce(F.col("share"), F.lit(0.0)))
+        .withColumn("excessLoad", F.col("topicLoad") - F.col("weight") / F.col("clusterBrokers"))
+        .filter(F.col("excessLoad") > 0)
+        .withColumn(
+            "rank",
+            F.row_number().over(
+                Window.partitionBy("cluster", "brokerName").orderBy(F.desc("excessLoad"), "topic")
+            ),
+        )
+        .filter(F.col("rank") <= top)
+    )
+    return contrib.select(
+        "cluster", "brokerName", "brokerShare", "fairShare", "ratio", "rank", "topic",
+        F.col("writable").alias("writeQueuesOnBroker"), F.col("share").alias("topicShare"), "topicLoad",
+        "excessLoad",
+    )

@@ -11,7 +11,7 @@ import service.skew
 
 SKEW = Path(service.skew.__file__).parent
 # What a key of the schema looks like (lua/README.md): the hash tag `{prefix}:` or one of the kinds.
-KEYISH = re.compile(r"^\{[\w.-]+\}|\}:|:snaps?\b|\bsnap:|report:skew|\blease:")
+KEYISH = re.compile(r"^\{[\w.-]+\}|\}:|:snaps?\b|\bsnap:|report:skew|\blease:[\w{]")
 
 
 def _strings(tree: ast.AST) -> list[tuple[int, str]]:

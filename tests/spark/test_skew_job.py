@@ -252,9 +252,53 @@ def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_p
 
     html = (out / "report.html").read_text()
     assert "more than 50 %" in html and "≥" not in html and "&ge;" not in html
-    assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', html)) == 4
+    assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', html)) == 5
     assert not re.search(r'(src|href)="(https?:)?//', html)  # self-contained
     assert "Orders" in html and "CONCENTRATED" in html
+
+    # What would even it out. Orders 9 + 1 on b1, b2 -> 5 + 5 (4 queues move); Solo, 4 on b1 -> 2 + 2 with the
+    # least loaded broker that does not host it (b3, idle). After: max share 1/2 each, not flagged.
+    actions = {a["topic"]: a for a in summary["actions"]}
+    assert set(actions) == {"Orders", "Solo"} and [a["topic"] for a in summary["actions"]] == ["Solo", "Orders"]
+    assert (actions["Orders"]["action"], actions["Orders"]["changes"], actions["Orders"]["queuesToMove"]) == (
+        "REBALANCE", ["b1: 9 -> 5", "b2: 1 -> 5"], 4)
+    assert (actions["Solo"]["action"], actions["Solo"]["changes"], actions["Solo"]["addOn"]) == (
+        "SPREAD", ["b1: 4 -> 2", "b3: 0 -> 2"], ["b3"])
+    assert actions["Solo"]["maxShareAfter"] == 0.5 and actions["Solo"]["flaggedAfter"] is False
+    # Hot brokers (fair share 1/3 in c1): b1 carries 11/12. Its topics beyond their fair part, by weight:
+    # Orders 10 * 0.9 - 10/3, Solo 2 * 1 - 2/3 (Even weighs 0)
+    (hot,) = summary["hotBrokers"]
+    assert (hot["brokerName"], [t["topic"] for t in hot["topics"]]) == ("b1", ["Orders", "Solo"])
+    assert [t["excessLoad"] for t in hot["topics"]] == [approx6(9 - 10 / 3), approx6(2 - 2 / 3)]
+    assert summary["trend"]["previous"] is None and summary["trend"]["runs"] == 1
+    assert len(pd.read_csv(out / "actions.csv")) == 2 and len(pd.read_parquet(out / "hot_brokers.parquet")) == 2
+    (run_dir,) = (out / "runs").iterdir()
+    assert orjson.loads((run_dir / "summary.json").read_bytes()) == summary
+
+    # A later run compares itself with this one: Orders grew to 19 + 1 (0.95), b1's share grew.
+    put_snapshot(client, prefix, now + 1_000, [r if r[2] != "Orders" or r[1] != "b1" else [*r[:3], 19, 19, 6, 0]
+                                               for r in latest], brokers=brokers)
+    argv = ["--redis-url", redis_server.url, "--key-prefix", prefix, "--since", "1h", "--out", str(out),
+            "--weights", str(weights), "--history", "2"]
+    assert job.main(argv) == 0
+    second = orjson.loads((out / "summary.json").read_bytes())
+    trend = second["trend"]
+    assert trend["runs"] == 2 and trend["previous"]["generatedAt"] == summary["generatedAt"]
+    assert [(t["topic"], t["previousMaxShare"], t["maxShare"]) for t in trend["topicsGrew"]] == [
+        ("Orders", approx6(0.9), approx6(0.95))]
+    assert [(b["brokerName"], b["previousShare"], b["share"]) for b in trend["brokersGrew"]] == [
+        ("b1", approx6(11 / 12), approx6(11.5 / 12))]
+    assert trend["newlyFlagged"] == []
+    assert [(c["cluster"], c["runAt"]) for c in trend["clusters"]] == [
+        ("c1", summary["trend"]["clusters"][0]["runAt"]), ("c1", trend["clusters"][1]["runAt"])]
+    history = pd.read_parquet(out / "history_topics.parquet")
+    assert history.groupby("runId")["topic"].apply(sorted).tolist() == [["Even", "Orders", "Solo"]] * 2
+
+    # The history is bounded: a third run with --history 2 keeps two runs in Redis and on disk.
+    assert job.main(argv) == 0
+    assert client.llen(f"{{{prefix}}}:report:skew:history") == 2
+    assert len(list((out / "runs").iterdir())) == 2
+    assert pd.read_parquet(out / "history_clusters.parquet")["runId"].nunique() == 2
 
 
 # --- the stages, one at a time
@@ -289,7 +333,7 @@ def test_compute_then_render_then_publish(spark, redis_server, tmp_path):
     opts = options.JobOptions(settings=options.load_settings(env={}), since_s=3600, out=tmp_path)
     progress = job.Progress()
     tables = job.compute(spark, fetched, opts, None, progress)
-    assert list(progress.stages) == ["topics", "brokers", "latest"]
+    assert list(progress.stages) == ["topics", "brokers", "latest", "actions"]
 
     t = tables.topics.set_index("topic")
     assert list(tables.topics["topic"]) == ["Tilt", "Even", "Half"]
@@ -302,17 +346,23 @@ def test_compute_then_render_then_publish(spark, redis_server, tmp_path):
     assert tables.top[0] == ("c", "Tilt") and set(tables.heat["topic"]) == {"Tilt", "Even", "Half"}
 
     window = job.Window(0, 3, fetched.snaps)
-    summary = job.summarize(window, fetched, tables, opts, None)
+    summary, record = job.summarize(window, fetched, tables, opts, None)
+    assert [a["topic"] for a in summary["actions"]] == ["Tilt"]
+    assert summary["actions"][0]["changes"] == ["b2: 2 -> 3"]  # b1 keeps its 3; one queue added
+    assert (record["runAt"], [t["topic"] for t in record["topics"]]) == (3, ["Tilt", "Even", "Half"])
     assert (summary["window"]["rows"], summary["totals"]["topics"], summary["totals"]["worsening"]) == (10, 3, 1)
     html = job.render(summary, tables, opts)
-    assert html.count("data:image/png;base64,") == 4 and "more than 50 %" in html
+    assert html.count("data:image/png;base64,") == 5 and "more than 50 %" in html
 
     prefix = "pub" + uuid.uuid4().hex[:8]
     with SnapshotReader(RedisSpec(redis_server.url), prefix) as reader:
-        files = job.publish(tmp_path / "out", reader, summary, tables, html)
+        files = job.publish(tmp_path / "out", reader, summary, record, tables, html, [], 5)
         assert reader.load_summary() == orjson.loads(orjson.dumps(summary))
-    assert sorted(p.name for p in files) == sorted(
-        [f"{n}.{e}" for n in ("topics", "brokers", "clusters", "worsening", "imbalance") for e in ("csv", "parquet")]
-        + ["report.html", "summary.json"]
+        assert reader.history() == [orjson.loads(orjson.dumps(record))]
+    tables_out = ("topics", "brokers", "clusters", "worsening", "imbalance", "actions", "hot_brokers",
+                  "history_clusters", "history_brokers", "history_topics")
+    assert sorted(str(p.relative_to(tmp_path / "out")) for p in files) == sorted(
+        [f"{n}.{e}" for n in tables_out for e in ("csv", "parquet")]
+        + ["report.html", "summary.json", "runs/3/report.html", "runs/3/summary.json"]
     )
     assert orjson.loads((tmp_path / "out" / "summary.json").read_bytes()) == orjson.loads(orjson.dumps(summary))

@@ -258,3 +258,62 @@ def test_drop_system_topics(spark):
     brokers = spark.createDataFrame([(1, "c1", "b1"), (1, "c1", "b9")], T.BROKER_SCHEMA)
     kept = sorted(r.topic for r in T.drop_system_topics(rows, brokers).collect())
     assert kept == ["%RETRY%group", "Orders"]
+
+
+# --- actions and hot brokers on the one-snapshot fixture (known_brokers: c1 = b1..b4, b4 idle; c2 = x1)
+
+
+def latest_inputs(shares, known_brokers, threshold=0.5):
+    topics = T.at(T.topic_metrics(shares, threshold), 1)
+    return T.at(shares, 1), topics, T.at(T.broker_metrics(shares, known_brokers), 1)
+
+
+def test_min_brokers_below():
+    assert [T.min_brokers_below(t) for t in (0.5, 0.3, 1 / 3, 0.25, 0.9, 0.05)] == [2, 4, 3, 4, 2, 20]
+
+
+def test_actions_even_out_each_flagged_topic(shares, known_brokers):
+    s, topics, brokers = latest_inputs(shares, known_brokers)
+    a = by_key(T.topic_actions(s, topics, brokers, 0.5), "cluster", "topic")
+    # A in c1: 6 + 2 on b1, b2 -> 4 + 4 on the same brokers: 2 queues move, none added; 50 % is not flagged
+    assert (a[("c1", "A")]["action"], a[("c1", "A")]["targetBrokers"], a[("c1", "A")]["queuesPerBroker"]) == (
+        "REBALANCE", 2, 4)
+    assert a[("c1", "A")]["changes"] == ["b1: 6 -> 4", "b2: 2 -> 4"]
+    assert (a[("c1", "A")]["queuesToMove"], a[("c1", "A")]["queuesToAdd"]) == (2, 0)
+    assert (a[("c1", "A")]["maxShareAfter"], a[("c1", "A")]["giniAfter"], a[("c1", "A")]["flaggedAfter"]) == (
+        0.5, 0.0, False)
+    # C: all 8 on b1 -> 4 + 4 with the least loaded broker not hosting C (b4, load 0)
+    c = a[("c1", "C")]
+    assert (c["action"], c["changes"], c["addOn"], c["removeFrom"]) == (
+        "SPREAD", ["b1: 8 -> 4", "b4: 0 -> 4"], ["b4"], ["b1"])
+    # A in c2: the cluster has one broker, nothing to spread over
+    x = a[("c2", "A")]
+    assert (x["action"], x["changes"], x["maxShareAfter"], x["flaggedAfter"]) == ("ADD_BROKERS", [], None, True)
+    assert set(a) == {("c1", "A"), ("c1", "C"), ("c2", "A")}  # B even, D unwritable, E at 50 %: no action
+
+
+def test_actions_with_a_lower_threshold_use_more_brokers(shares, known_brokers):
+    s, topics, brokers = latest_inputs(shares, known_brokers, 0.3)
+    a = by_key(T.topic_actions(s, topics, brokers, 0.3), "cluster", "topic")  # even needs 4 brokers (1/4 <= 0.3)
+    assert a[("c1", "A")]["changes"] == ["b1: 6 -> 2", "b3: 0 -> 2", "b4: 0 -> 2"]
+    assert (a[("c1", "A")]["queuesToMove"], a[("c1", "A")]["maxShareAfter"]) == (4, 0.25)
+    assert a[("c1", "B")]["changes"] == ["b1: 4 -> 3", "b2: 4 -> 3", "b3: 4 -> 3", "b4: 0 -> 3"]
+    # E: b3 hosts it read-only, so only b1, b2 and b4 can take queues: 3 brokers, 1/3 still above 0.3
+    e = a[("c1", "E")]
+    assert (e["targetBrokers"], e["queuesPerBroker"], e["changes"]) == (3, 3, ["b1: 4 -> 3", "b2: 4 -> 3",
+                                                                                 "b4: 0 -> 3"])
+    assert (e["queuesToMove"], e["queuesToAdd"], e["flaggedAfter"]) == (2, 1, True)
+    assert e["maxShareAfter"] == pytest.approx(1 / 3)
+
+
+def test_hot_brokers_and_the_topics_that_make_them_hot(shares, known_brokers):
+    s, _, brokers = latest_inputs(shares, known_brokers)
+    rows = T.hot_brokers(s, brokers, hot_ratio=1.5).collect()
+    # c1 has 4 brokers (fair 1/4): b1 carries 31/48 > 1.5/4; b2 13/48 is not hot; c2 has one broker
+    assert {(r["cluster"], r["brokerName"]) for r in rows} == {("c1", "b1")}
+    assert rows[0]["ratio"] == pytest.approx(31 / 48 * 4)
+    # excess over the fair part 1/4: C 1 - 1/4, A 3/4 - 1/4, E 1/2 - 1/4, B 1/3 - 1/4 (D: no writable share)
+    got = [(r["rank"], r["topic"], r["excessLoad"]) for r in sorted(rows, key=lambda r: r["rank"])]
+    assert [(k, t) for k, t, _ in got] == [(1, "C"), (2, "A"), (3, "E"), (4, "B")]
+    assert [x for _, _, x in got] == pytest.approx([0.75, 0.5, 0.25, 1 / 12])
+    assert len(T.hot_brokers(s, brokers, hot_ratio=1.5, top=2).collect()) == 2
