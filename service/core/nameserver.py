@@ -370,6 +370,33 @@ class NameServer:
             raise ReportNotFound("no skew report yet: run `namesrv skew-report` (see docs/skew-report.md)")
         return raw
 
+    SKEW_HISTORY_MAX = 1000
+
+    async def skew_history(self, who: Principal, limit: int | str | None = None) -> list[dict[str, Any]]:
+        """The kept skew runs, newest first, without their broker and topic lists: when each ran, on which
+        snapshot, its totals and its clusters' metrics."""
+        self.access.require(who, Role.READ)
+        n = self.SKEW_HISTORY_MAX
+        if limit is not None:
+            try:
+                n = int(limit)
+            except (TypeError, ValueError):
+                raise InvalidArgument("limit: an integer", field="limit") from None
+            if not 1 <= n <= self.SKEW_HISTORY_MAX:
+                raise InvalidArgument(f"limit: 1..{self.SKEW_HISTORY_MAX}", field="limit")
+        runs = await self.snapshots.skew_history(n)
+        return [{k: v for k, v in r.items() if k not in ("brokers", "topics")} for r in runs]
+
+    async def skew_trend(self, who: Principal) -> dict[str, Any]:
+        """The latest report's comparison with the runs before it (topics and brokers whose skew grew, newly
+        flagged topics, each cluster's Gini run after run)."""
+        self.access.require(who, Role.READ)
+        trend = await self.snapshots.skew_trend()
+        if trend is None:
+            raise ReportNotFound("no skew report with a trend yet: run `namesrv skew-report` (see "
+                                 "docs/skew-report.md)")
+        return trend
+
     async def expire_due(self) -> list[tuple[str, str, str]]:
         """Expire every broker past its timeout, one bounded script call after another."""
         started = time.perf_counter()

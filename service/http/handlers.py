@@ -208,3 +208,12 @@ async def put_config(request: web.Request) -> web.Response:
 
 async def skew_report(request: web.Request) -> web.Response:
     return web.Response(text=await request.app[NS].skew_summary(principal(request)), content_type=JSON)
+
+
+async def skew_history(request: web.Request) -> web.Response:
+    runs = await request.app[NS].skew_history(principal(request), request.query.get("limit"))
+    return reply({"runs": runs})
+
+
+async def skew_trend(request: web.Request) -> web.Response:
+    return reply(await request.app[NS].skew_trend(principal(request)))

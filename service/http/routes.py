@@ -63,6 +63,10 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT", "/v1/config", h.put_config, "admin", "Change runtime switches (shared by all workers)", "318",
           "ConfigChange"),
     Route("GET", "/v1/reports/skew", h.skew_report, "read", "Latest topic load skew summary"),
+    Route("GET", "/v1/reports/skew/history", h.skew_history, "read",
+          "Kept skew report runs, newest first (?limit=N): totals and cluster metrics of each"),
+    Route("GET", "/v1/reports/skew/trend", h.skew_trend, "read",
+          "Latest skew report against earlier runs: skew and broker shares that grew, Gini per run"),
     Route("GET", "/rocketmq/nsaddr", ops.nsaddr, "open", "Name-server addresses host:port;host:port"),
     Route("GET", "/livez", ops.livez, "open", "Liveness"),
     Route("GET", "/readyz", ops.readyz, "open", "Readiness: Redis reachable, scripts loaded"),
@@ -71,7 +75,7 @@ ROUTES: tuple[Route, ...] = (
 
 
 QUERY_PARAMS: dict[Any, tuple[str, ...]] = {h.delete_topic: ("cluster",), h.live_brokers: ("cluster",),
-                                            h.topic_route: ("zoneName", "zoneMode")}
+                                            h.topic_route: ("zoneName", "zoneMode"), h.skew_history: ("limit",)}
 _TOPIC_CONFIG = {"type": "object", "properties": {
     "readQueueNums": {"type": "integer", "minimum": 0, "maximum": 65535},
     "writeQueueNums": {"type": "integer", "minimum": 0, "maximum": 65535},
