@@ -81,7 +81,7 @@ app.kubernetes.io/component: redis
 {{- end }}
 
 {{- define "rmq-namesrv.skewImage" -}}
-{{- printf "%s:%s" .Values.skewReport.image.repository (default .Chart.AppVersion .Values.skewReport.image.tag) }}
+{{- printf "%s:%s" .Values.skew.image.repository (default .Chart.AppVersion .Values.skew.image.tag) }}
 {{- end }}
 
 {{/*

@@ -536,7 +536,7 @@ def test_external_redis_without_url_refused(render):
 @pytest.mark.parametrize("values", ALL_VALUE_SETS)
 def test_cronjob(render, values):
     r = render(values)
-    if not r.merged["skewReport"]["enabled"]:
+    if not r.merged["skew"]["cronJob"]["enabled"]:
         assert r.maybe("CronJob") is None
         return
     cron = r.one("CronJob")
@@ -546,12 +546,40 @@ def test_cronjob(render, values):
     args = c["args"]
     assert args[0] == "skew-report"
     assert args[args.index("--redis-url") + 1] == r.configmap["NAMESRV_REDIS_URL"]
-    assert args[args.index("--master") + 1] == r.merged["skewReport"]["master"]
+    assert args[args.index("--master") + 1] == r.merged["skew"]["master"]
     out = args[args.index("--out") + 1]
     mounts = [m["mountPath"] for m in c["volumeMounts"]]
     assert any(out == m or out.startswith(m.rstrip("/") + "/") for m in mounts), "report dir must be writable"
     assert "/tmp" in mounts and c["securityContext"]["readOnlyRootFilesystem"] is True
-    assert c["image"].split(":")[0] == r.merged["skewReport"]["image"]["repository"]
+    assert c["image"].split(":")[0] == r.merged["skew"]["image"]["repository"]
+    assert cron["spec"]["schedule"] == r.merged["skew"]["cronJob"]["schedule"]
+    # the settings the job reads (key prefix, history length) come from the ConfigMap, as for the workers
+    assert {"configMapRef": {"name": FULLNAME}} in c["envFrom"]
+    assert r.configmap["NAMESRV_SKEW_HISTORY"] == str(r.merged["config"]["skewHistory"])
+
+
+def test_skew_cronjob_enabled_and_schedule(render):
+    assert render({"skew": {"cronJob": {"enabled": False}}}).maybe("CronJob") is None
+    r = render({"skew": {"cronJob": {"schedule": "*/30 * * * *", "timeZone": "Europe/Paris"}}})
+    cron = r.one("CronJob")
+    assert (cron["spec"]["schedule"], cron["spec"]["timeZone"]) == ("*/30 * * * *", "Europe/Paris")
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"  # a slow run is never overlapped
+    assert "*/30 * * * *" in r.notes
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"skew": {"cronJob": {"enabled": "yes"}}},
+        {"skew": {"cronJob": {"schedule": "hourly"}}},
+        {"skew": {"cronJob": {"concurrencyPolicy": "Sometimes"}}},
+        {"skew": {"enabled": True}},  # enabled lives under cronJob
+        {"skewReport": {"enabled": True}},  # the old key: refused, not silently ignored
+    ],
+)
+def test_skew_schema_refuses(chart, values):
+    with pytest.raises(helm.HelmValuesError):
+        chart.validate_schema(values)
 
 
 def test_cronjob_defaults_to_local_spark(render):
