@@ -1,4 +1,4 @@
-"""`namesrv serve | snapshot | expire | skew-report`: argument parsing and dispatch only.
+"""`namesrv serve | snapshot | expire | skew-report | admin`: argument parsing and dispatch only.
 
 Settings precedence is flags > NAMESRV_* env > `-c` file > defaults; `-p` prints the effective config (secrets
 masked) and exits, as NamesrvStartup does. Serving lives in service/server.py, one-shot commands in
@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     from service.skew.options import add_scheduler_arguments
 
     add_scheduler_arguments(sched)
+    from service.admin.commands import add_parser as add_admin_parser
+
+    add_admin_parser(sub)
     return parser
 
 
@@ -67,6 +70,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "admin":  # talks to a running server's API, not to Redis: no settings to load
+        from service.admin.commands import run
+
+        return run(args)
     if args.command in ("skew-report", "skew-scheduler"):
         return _skew(args)
     try:

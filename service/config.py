@@ -118,6 +118,9 @@ class Settings:
                                     minimum=10, maximum=7 * 86_400)
     skew_history: int = _setting(48, "skew reports kept (Redis history, report directories) for the trend",
                                  minimum=1, maximum=10_000)
+    # --- operator console
+    console: bool = _setting(True, "serve the read-only web console at /console/ (behind the read token when "
+                                   "one is set)")
     # --- RocketMQ NamesrvConfig switches (runtime: shared through Redis)
     order_message_enable: bool = _setting(False, "fill orderTopicConf from KV ORDER_TOPIC_CONFIG", runtime=True)
     return_order_topic_config_to_broker: bool = _setting(True, "return ORDER_TOPIC_CONFIG on register",

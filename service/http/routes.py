@@ -59,6 +59,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/kv/{namespace}/{key}", h.kv_get, "read", "Get a KV config item", "101"),
     Route("DELETE", "/v1/kv/{namespace}/{key}", h.kv_delete, "admin", "Delete a KV config item", "102"),
     Route("GET", "/v1/kv/{namespace}", h.kv_list, "read", "List a KV namespace", "219"),
+    Route("GET", "/v1/kv", h.kv_namespaces, "read", "KV namespaces ({namespaces}, sorted)"),
     Route("GET", "/v1/config", h.get_config, "admin", "Effective configuration (secrets masked)", "319"),
     Route("PUT", "/v1/config", h.put_config, "admin", "Change runtime switches (shared by all workers)", "318",
           "ConfigChange"),
@@ -157,4 +158,8 @@ def setup_routes(app: web.Application, stats: RequestStats) -> None:
     for r in ROUTES:
         app.router.add_route(r.method, r.path, guarded(r.handler, r.path, stats))
     app.router.add_get("/openapi.json", guarded(openapi_json, "/openapi.json", stats))
+    if app[h.NS].base_settings.console:  # HTML pages under /console/: not API, so not in /openapi.json
+        from service.http.console import setup_console
+
+        setup_console(app, stats)
     app.router.add_route("*", "/{tail:.*}", guarded(unmatched, "unmatched", stats))

@@ -408,6 +408,11 @@ class RouteStore:
             raise QueryNotFound(f"No config item, Namespace: {namespace}")
         return dict(_pairs(res[1]))
 
+    @store_errors
+    async def kv_namespaces(self) -> list[str]:
+        """Every KV namespace ever written (an emptied one stays, as in Java), sorted: one SMEMBERS."""
+        return sorted(await self.redis.smembers(self.keys.kv_namespaces))
+
     # ------------------------------------------------------------------ runtime config, version, events, stats
 
     @store_errors

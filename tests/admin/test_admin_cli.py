@@ -1,0 +1,241 @@
+"""`namesrv admin` as operators run it: a subprocess against a real `namesrv serve` on a real Redis with real
+brokers registered, over HTTP and over the native door; tables, JSON, exit codes, confirmations on a terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+import uuid
+
+import orjson
+import pytest
+
+from tests.console import fleet
+from tests.console.conftest import hostile_summary, store_summary
+from tests.integration.conftest import Namesrv
+
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
+ADMIN = "admin-token-cli-000001"
+READ = "read-token-cli-0000001"
+
+
+@pytest.fixture(scope="module")
+def server(redis_server):
+    prefix = "cli" + uuid.uuid4().hex[:8]
+    n = Namesrv(redis_server.url, prefix, admin_token=ADMIN, read_token=READ).wait_ready()
+    try:
+        fleet.register_all(n.url, ADMIN)
+        store_summary(redis_server.url, prefix, hostile_summary())
+        yield n
+    finally:
+        n.stop()
+
+
+def env_for(server, token: str | None = ADMIN, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAMESRV_")}
+    env.update({"NAMESRV_SERVER": server.url, "COLUMNS": "400", **extra})
+    if token == ADMIN:
+        env["NAMESRV_ADMIN_TOKEN"] = token
+    elif token == READ:
+        env["NAMESRV_READ_TOKEN"] = token
+    return env
+
+
+def admin(server, *args: str, token: str | None = ADMIN, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "service.cli", "admin", *args], env=env_for(server, token, **extra),
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+
+
+def table(text: str) -> list[list[str]]:
+    """Rows of a plain table, split on runs of 2+ spaces; the header rule line dropped."""
+    import re
+
+    return [re.split(r"\s{2,}", line.strip()) for line in text.splitlines() if line.strip() and "───" not in line]
+
+
+def test_clusters_and_brokers(server):
+    r = admin(server, "clusters")
+    assert r.returncode == 0, r.stderr
+    rows = table(r.stdout)
+    assert rows[0] == ["CLUSTER", "BROKER GROUPS", "MASTERS", "ADDRESSES", "LIVE", "OLDEST HEARTBEAT", "BROKERS"]
+    assert rows[1][:5] == ["ClusterA", "3", "3", "5", "5"] and rows[1][6] == "broker-a, broker-b, broker-c"
+    assert rows[2][:5] == ["ClusterB", "2", "2", "3", "3"]
+    r = admin(server, "brokers", "--cluster", "ClusterB")
+    rows = table(r.stdout)
+    assert [row[:5] for row in rows[1:]] == [["ClusterB", "broker-d", "0", "master", "10.0.2.11:10911"],
+                                            ["ClusterB", "broker-d", "1", "slave", "10.0.2.12:10911"],
+                                            ["ClusterB", "broker-e", "0", "master", "10.0.2.21:10911"]]
+    assert all(row[5].endswith((" s", " ms")) and row[6] == "2 min" for row in rows[1:])
+    data = orjson.loads(admin(server, "--json", "brokers").stdout)
+    assert len(data["brokers"]) == 8 and data["now"] >= max(b["lastHeartbeat"] for b in data["brokers"])
+
+
+def test_topics_route_and_filters(server):
+    rows = table(admin(server, "topics").stdout)
+    assert rows[0] == ["TOPIC", "KIND"]
+    assert {r[0]: r[1] for r in rows[1:]}["%DLQ%order-service"] == "dlq"
+    assert [r[0] for r in table(admin(server, "topics", "--cluster", "ClusterB", "--match", "click").stdout)[1:]] == [
+        "ClickStream"]
+    system = orjson.loads(admin(server, "topics", "--system", "--json").stdout)
+    assert {"ClusterA", "ClusterB", "broker-a"} <= set(system["topicList"])
+    assert admin(server, "topics", "--system", "--cluster", "ClusterA").returncode == 2
+    r = admin(server, "route", "OrderPaid")
+    rows = table(r.stdout)
+    assert rows[0] == ["Route of OrderPaid"]
+    assert rows[2] == ["broker-a", "ClusterA", "10.0.1.11:10911 (master), 10.0.1.12:10911 (slave)", "16", "16", "RW",
+                       "0"]
+    route = orjson.loads(admin(server, "route", "%RETRY%order-service", "--json").stdout)
+    assert sorted(b["brokerName"] for b in route["brokerDatas"]) == ["broker-a", "broker-b", "broker-c"]
+
+
+def test_exit_codes(server):
+    r = admin(server, "route", "NoSuchTopic")
+    assert (r.returncode, r.stdout) == (1, "")
+    assert "TOPIC_NOT_EXIST" in r.stderr
+    assert admin(server, "route", "bad name").returncode == 2  # the server's INVALID_ARGUMENT
+    assert admin(server, "no-such-command").returncode == 2
+    assert admin(server, "--server", "http://127.0.0.1:1", "clusters").returncode == 3
+    r = admin(server, "clusters", token=None)  # reads need the read token on this server
+    assert r.returncode == 4 and "UNAUTHORIZED" in r.stderr
+    r = admin(server, "wipe-write-perm", "broker-a", "--yes", token=READ)
+    assert r.returncode == 4 and "FORBIDDEN" in r.stderr
+    assert admin(server, "kv", "get", "nope", "nope").returncode == 1
+    assert admin(server, "config", "set", "adminToken", "x").returncode == 4  # blacklisted
+
+
+def test_kv_and_config(server):
+    assert admin(server, "kv", "put", "ORDER_TOPIC_CONFIG", "OrderPaid", "broker-a:16;broker-b:4").returncode == 0
+    assert admin(server, "kv", "get", "ORDER_TOPIC_CONFIG", "OrderPaid").stdout == "broker-a:16;broker-b:4\n"
+    assert table(admin(server, "kv", "list", "ORDER_TOPIC_CONFIG").stdout)[2] == ["OrderPaid", "broker-a:16;broker-b:4"]
+    assert "ORDER_TOPIC_CONFIG" in orjson.loads(admin(server, "kv", "list", "--json").stdout)["namespaces"]
+    rows = {r[0]: r[1:] for r in table(admin(server, "config", "get").stdout)[1:]}
+    assert rows["admin_token"] == ["***"] and rows["support_acting_master"] == ["false", "yes"]
+    assert admin(server, "config", "set", "supportActingMaster", "true").returncode == 0
+    assert admin(server, "config", "get", "supportActingMaster").stdout == "true\n"
+    assert admin(server, "config", "set", "supportActingMaster", "false").returncode == 0
+
+
+def test_skew_report(server):
+    r = admin(server, "skew", "--top", "3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Skew report generated ")
+    topics = r.stdout.split("Most skewed topics (top 3)")[1]
+    assert "<script>window.__pwned=3</script>" in topics  # printed as written, markup or not
+    assert len(table(topics.split("Worsening")[0])) == 4  # header + 3 topics
+    assert orjson.loads(admin(server, "skew", "--json").stdout)["totals"]["topics"] == 10
+
+
+def run_on_terminal(server, args: list[str], answer: bytes) -> tuple[int, str]:
+    """Run with stdin, stdout and stderr on a pseudo-terminal; type `answer` once the question is asked."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "admin", *args], env=env_for(server),
+                            stdin=child, stdout=child, stderr=child, close_fds=True)
+    os.close(child)
+    seen, answered = b"", False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([main], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not answered and b"[y/N]" in seen:
+            os.write(main, answer)
+            answered = True
+        if proc.poll() is not None and not ready:
+            break
+    os.close(main)
+    return proc.wait(10), seen.decode(errors="replace")
+
+
+def topics_of(broker: str) -> int:
+    return sum(1 for queues in fleet.TOPICS.values() if broker in queues)
+
+
+def topic_exists(server, name: str) -> bool:
+    return admin(server, "route", name).returncode == 0
+
+
+def test_destructive_commands_ask_on_a_terminal_and_need_yes_elsewhere(server):
+    fleet.call(server.url, "PUT", "/v1/topics/Doomed/route", {"queueDatas": [
+        {"brokerName": "broker-d", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}]}, ADMIN)
+    r = admin(server, "delete-topic", "Doomed")  # stdin is not a terminal
+    assert r.returncode == 2 and "--yes" in r.stderr and topic_exists(server, "Doomed")
+    code, seen = run_on_terminal(server, ["delete-topic", "Doomed"], b"n\n")
+    assert code == 4 and "Delete topic Doomed from every cluster (1 broker(s): broker-d)?" in seen
+    assert "aborted" in seen and topic_exists(server, "Doomed")
+    code, seen = run_on_terminal(server, ["delete-topic", "Doomed", "--cluster", "ClusterB"], b"y\n")
+    assert code == 0 and "deleted topic Doomed from cluster ClusterB: 1 queue data removed" in seen
+    assert not topic_exists(server, "Doomed")
+    assert admin(server, "delete-topic", "Doomed", "--yes").returncode == 1  # gone: not found, nothing asked
+
+    assert admin(server, "wipe-write-perm", "broker-e").returncode == 2
+    r = admin(server, "wipe-write-perm", "broker-e", "--yes")
+    assert r.stdout == f"broker-e: write permission wiped on {topics_of('broker-e')} topic(s)\n"
+    route = orjson.loads(admin(server, "route", "UserSignup", "--json").stdout)
+    assert {q["brokerName"]: q["perm"] for q in route["queueDatas"]}["broker-e"] == 4
+    assert admin(server, "add-write-perm", "broker-e").stdout == (
+        f"broker-e: write permission restored on {topics_of('broker-e')} topic(s)\n")
+
+    admin(server, "kv", "put", "tmp", "k", "v")
+    assert admin(server, "kv", "delete", "tmp", "k").returncode == 2
+    assert admin(server, "kv", "delete", "tmp", "k", "-y").stdout == "tmp k: deleted\n"
+
+
+def test_watch_refreshes(server):
+    r = admin(server, "watch", "--count", "2", "--interval", "0.1", "--cluster", "ClusterA")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("Live brokers, cluster ClusterA, as of ") == 2
+    assert r.stdout.count("10.0.1.31:10911") == 2
+    lines = admin(server, "watch", "--count", "2", "--interval", "0.1", "--json").stdout.splitlines()
+    assert [len(orjson.loads(line)["brokers"]) for line in lines] == [8, 8]
+    code, seen = run_on_terminal(server, ["watch", "--count", "2", "--interval", "0.1"], b"")
+    assert code == 0 and "LAST HEARTBEAT" in seen and "10.0.2.21:10911" in seen
+
+
+def test_the_token_is_never_on_the_command_line(server, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(READ + "\n")
+    token_file.chmod(0o600)
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "admin", "--token-file", str(token_file), "watch",
+                             "--interval", "0.2", "--count", "20"], env=env_for(server, token=None),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        cmdline = b""
+        while time.monotonic() < deadline and not cmdline:
+            cmdline = open(f"/proc/{proc.pid}/cmdline", "rb").read()  # what `ps` shows
+        assert b"watch" in cmdline and READ.encode() not in cmdline
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_native_door(server):
+    rmq = f"rmq://127.0.0.1:{server.remoting_port}"
+    r = admin(server, "--server", rmq, "route", "OrderPaid", token=READ)  # signed with AccessKey "read"
+    assert r.returncode == 0, r.stderr
+    assert table(r.stdout)[2] == ["broker-a", "ClusterA", "10.0.1.11:10911 (master), 10.0.1.12:10911 (slave)", "16",
+                                  "16", "RW", "0"]
+    http = orjson.loads(admin(server, "route", "OrderPaid", "--json").stdout)
+    assert orjson.loads(admin(server, "--server", rmq, "route", "OrderPaid", "--json").stdout) == http
+    assert table(admin(server, "--server", rmq, "clusters").stdout)[1][:4] == ["ClusterA", "3", "3", "5"]
+    assert admin(server, "--server", rmq, "route", "NoSuchTopic").returncode == 1
+    assert admin(server, "--server", rmq, "route", "OrderPaid", token=None).returncode == 4  # reads need a token
+    assert admin(server, "--server", rmq, "wipe-write-perm", "broker-c", "-y", token=READ).returncode == 4
+    r = admin(server, "--server", rmq, "brokers")
+    assert r.returncode == 2 and "use the HTTP door" in r.stderr
+    assert admin(server, "--server", rmq, "wipe-write-perm", "broker-c", "-y").stdout == (
+        f"broker-c: write permission wiped on {topics_of('broker-c')} topic(s)\n")
+    assert admin(server, "--server", rmq, "add-write-perm", "broker-c").returncode == 0
+    assert admin(server, "--server", rmq, "kv", "put", "native", "k", "v 1").returncode == 0
+    assert admin(server, "kv", "get", "native", "k").stdout == "v 1\n"
+    assert admin(server, "--server", rmq, "config", "get", "broker_timeout_ms").stdout == "120000\n"

@@ -1,0 +1,146 @@
+"""`namesrv admin` without a server: value wording, tables, exit-code mapping, where the token comes from."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+
+import pytest
+
+from service import display
+from service.admin import commands, render
+from service.admin.client import AdminError, HttpApi, RemotingApi, connect, exit_code_of_status
+from service.cli import build_parser
+
+
+def text_of(renderable) -> str:
+    out = io.StringIO()
+    render.show(render.make_console(out), renderable)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("ms,text", [(None, "-"), (0, "0 ms"), (999, "999 ms"), (12_400, "12 s"), (60_000, "1 min"),
+                                     (65_000, "1 min 5 s"), (3_600_000, "1 h"), (3_660_000, "1 h 1 min"),
+                                     (90_000_000, "1 d 1 h"), (86_400_000, "1 d")])
+def test_ages_read_as_people_say_them(ms, text):
+    assert display.age(ms) == text
+
+
+@pytest.mark.parametrize("perm,text", [(6, "RW"), (4, "R-"), (2, "-W"), (0, "--"), (7, "RWX"), (None, "-")])
+def test_permissions_as_letters(perm, text):
+    assert display.perm(perm) == text
+
+
+def test_brokers_table_is_aligned_and_plain_when_piped():
+    data = {"now": 1_000_000, "brokers": [
+        {"cluster": "C1", "brokerName": "broker-a", "brokerId": 0, "brokerAddr": "10.0.0.1:10911",
+         "lastHeartbeat": 988_000, "ageMillis": 12_000, "heartbeatTimeoutMillis": 120_000,
+         "dataVersion": {"counter": 3, "timestamp": 1_700_000_000_000, "stateVersion": 0}, "topicCount": 12},
+        {"cluster": "C1", "brokerName": "broker-a", "brokerId": 1, "brokerAddr": "10.0.0.2:10911",
+         "lastHeartbeat": 870_000, "ageMillis": 130_000, "heartbeatTimeoutMillis": 120_000,
+         "dataVersion": None, "topicCount": 12}]}
+    lines = text_of(render.brokers(data)).splitlines()
+    assert lines[0].split() == ["CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "LAST", "HEARTBEAT", "TIMEOUT", "DATA",
+                                "VERSION", "TOPICS"]
+    assert lines[2].split() == ["C1", "broker-a", "0", "master", "10.0.0.1:10911", "12", "s", "2", "min", "counter",
+                                "3", "·", "2023-11-14", "22:13:20", "UTC", "12"]
+    assert "2 min 10 s" in lines[3] and "slave" in lines[3]
+    assert lines[2].index("12 s") + 4 == lines[3].index("2 min 10 s") + 10  # right-aligned ages
+    assert "\x1b[" not in "".join(lines)  # no colour codes when not a terminal
+    assert all(line == line.rstrip() for line in lines)
+
+
+def test_route_table_shows_perm_letters_and_roles():
+    route = {"brokerDatas": [{"brokerName": "b", "cluster": "C", "brokerAddrs": {"1": "h:2", "0": "h:1"}}],
+             "queueDatas": [{"brokerName": "b", "readQueueNums": 4, "writeQueueNums": 8, "perm": 4,
+                             "topicSysFlag": 0}], "filterServerTable": {}, "orderTopicConf": "b:8"}
+    text = text_of(render.route("T", route))
+    assert "h:1 (master), h:2 (slave)" in text
+    assert text.splitlines()[3].split()[-4:] == ["8", "4", "R-", "0"]
+    assert "orderTopicConf: b:8" in text
+
+
+def test_markup_and_emoji_codes_in_data_are_printed_as_written():
+    text = text_of(render.kv("ns", {"[red]k[/]": ":smile: [/] <b>"}))
+    assert "[red]k[/]" in text and ":smile: [/] <b>" in text
+
+
+def test_cluster_rows_combine_cluster_info_and_liveness():
+    info = {"clusterAddrTable": {"C": ["a", "b"]},
+            "brokerAddrTable": {"a": {"brokerAddrs": {"0": "h:1", "1": "h:2"}}, "b": {"brokerAddrs": {"0": "h:3"}}}}
+    live = {"now": 100_000, "brokers": [
+        {"cluster": "C", "lastHeartbeat": 99_000, "ageMillis": 1000, "heartbeatTimeoutMillis": 120_000},
+        {"cluster": "C", "lastHeartbeat": 0, "ageMillis": 100_000, "heartbeatTimeoutMillis": 120_000}]}
+    (row,) = render.cluster_rows(info, live)
+    assert row == {"cluster": "C", "brokerNames": ["a", "b"], "addresses": 3, "masters": 2, "live": 2,
+                   "oldestHeartbeatMillis": 100_000, "late": 1}
+    assert "live" not in render.cluster_rows(info, None)[0]  # the native door has no liveness
+
+
+@pytest.mark.parametrize("status,code", [(404, 1), (400, 2), (413, 2), (401, 4), (403, 4), (405, 4), (409, 4),
+                                         (500, 3), (503, 3)])
+def test_http_statuses_map_to_exit_codes(status, code):
+    assert exit_code_of_status(status) == code
+
+
+def test_server_addresses():
+    assert isinstance(connect("http://h:1", None), HttpApi)
+    assert connect("h:8080/", None).base == "http://h:8080"
+    api = connect("rmq://h", "t")
+    assert isinstance(api, RemotingApi) and (api.host, api.port) == ("h", 9876)
+    with pytest.raises(AdminError) as e:
+        connect("ftp://h", None)
+    assert e.value.exit_code == 2
+
+
+def args_for(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["admin", *argv])
+
+
+def test_options_work_before_and_after_the_command():
+    a = args_for("--json", "--server", "http://x:1", "brokers")
+    assert (a.json, a.server) == (True, "http://x:1")
+    a = args_for("--server", "http://x:1", "brokers", "--json", "--server", "http://y:2")
+    assert (a.json, a.server) == (True, "http://y:2")
+    a = args_for("kv", "list", "--json")
+    assert a.json and a.namespace is None
+
+
+def test_no_token_flag_exists(capsys):
+    with pytest.raises(SystemExit) as e:
+        args_for("--token", "secret", "clusters")
+    assert e.value.code == 2
+
+
+def test_token_from_file_else_the_servers_variables(tmp_path, capsys):
+    env = {"NAMESRV_ADMIN_TOKEN": "admin-env", "NAMESRV_READ_TOKEN": "read-env"}
+    assert commands.read_token(args_for("clusters"), env) == ("admin-env", "admin")
+    assert commands.read_token(args_for("clusters"), {"NAMESRV_READ_TOKEN": "read-env"}) == ("read-env", "read")
+    assert commands.read_token(args_for("clusters"), {}) == (None, "admin")
+    f = tmp_path / "token"
+    f.write_text("from-file\n")
+    os.chmod(f, 0o600)
+    assert commands.read_token(args_for("--token-file", str(f), "clusters"), env) == ("from-file", "admin")
+    assert commands.read_token(args_for("--token-file", str(f), "--access-key", "read", "clusters"), env) == (
+        "from-file", "read")
+    assert capsys.readouterr().err == ""
+    os.chmod(f, 0o644)
+    commands.read_token(args_for("--token-file", str(f), "clusters"), env)
+    assert "readable by others" in capsys.readouterr().err
+    f.write_text("\n")
+    with pytest.raises(AdminError) as e:
+        commands.read_token(args_for("--token-file", str(f), "clusters"), env)
+    assert e.value.exit_code == 2
+    with pytest.raises(AdminError) as e:
+        commands.read_token(args_for("--token-file", str(tmp_path / "missing"), "clusters"), env)
+    assert e.value.exit_code == 2
+
+
+def test_unreachable_is_exit_3(capsys):
+    from tests.redis_server import free_port
+
+    code = commands.run(args_for("--server", f"http://127.0.0.1:{free_port()}", "clusters"), env={})
+    assert code == 3 and "cannot reach" in capsys.readouterr().err
+    code = commands.run(args_for("--server", f"rmq://127.0.0.1:{free_port()}", "route", "T"), env={})
+    assert code == 3
