@@ -318,11 +318,6 @@ class NameServer:
         self.access.require(who, Role.READ)
         return await self.store.kv_namespaces()
 
-    async def kv_namespaces(self, who: Principal) -> list[str]:
-        """The KV namespaces, sorted (no RocketMQ code: Java has no way to list them)."""
-        self.access.require(who, Role.READ)
-        return await self.store.kv_namespaces()
-
     # ------------------------------------------------------------------ NameServer config
 
     def config_view(self, who: Principal) -> dict[str, Any]:

@@ -196,10 +196,6 @@ async def kv_namespaces(request: web.Request) -> web.Response:
     return reply({"namespaces": await request.app[NS].kv_namespaces(principal(request))})
 
 
-async def kv_namespaces(request: web.Request) -> web.Response:
-    return reply({"namespaces": await request.app[NS].kv_namespaces(principal(request))})
-
-
 async def get_config(request: web.Request) -> web.Response:
     ns = request.app[NS]
     return reply({"config": ns.config_view(principal(request)), "runtime": sorted(ns.runtime_names)})
