@@ -21,6 +21,12 @@ def add_common(p: argparse.ArgumentParser) -> None:
     """The options every command shares: where the settings come from and which registry they address."""
     p.add_argument("-c", "--config-file", help="properties file (key=value; NAMESRV_X, x_y or RocketMQ camelCase)")
     p.add_argument("--redis-url", help="redis://host:port/db (env NAMESRV_REDIS_URL); empty = embedded")
+    p.add_argument("--redis-sentinels", help="Sentinel mode: host:port,host:port (env NAMESRV_REDIS_SENTINELS) "
+                   "instead of --redis-url")
+    p.add_argument("--redis-master-name", help="Sentinel mode: monitored service name (env "
+                   "NAMESRV_REDIS_MASTER_NAME, default mymaster)")
+    p.add_argument("--redis-cluster", action="store_const", const=True, help="Redis Cluster mode: --redis-url "
+                   "names any seed node (env NAMESRV_REDIS_CLUSTER=true)")
     p.add_argument("--key-prefix", help="key prefix / hash tag (env NAMESRV_KEY_PREFIX, default nsrv)")
 
 
@@ -64,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     flags = {k: getattr(args, k, None) for k in ("host", "port", "remoting_port", "workers", "redis_url",
+                                                  "redis_sentinels", "redis_master_name", "redis_cluster",
                                                   "key_prefix")}
     return load_settings(file=getattr(args, "config_file", None), flags=flags)
 

@@ -85,6 +85,25 @@ class Settings:
     redis_socket_timeout_ms: int = _setting(500, "Redis command timeout", minimum=10, maximum=60_000)
     redis_retries: int = _setting(2, "retries of a failed Redis call (exponential backoff)", minimum=0,
                                   maximum=10)
+    redis_deadline_ms: int = _setting(1000, "time one Redis call may take in all, retries included, before "
+                                            "the request gets 503; bulk calls add time per topic",
+                                      minimum=50, maximum=60_000)
+    redis_bulk_deadline_ms: int = _setting(10_000, "ceiling of a bulk call's deadline (registrations, "
+                                                   "unregister, expiry) however many topics it carries",
+                                           minimum=100, maximum=600_000)
+    redis_sentinels: str = _setting("", "Sentinel mode: host:port,host:port of the sentinels (instead of "
+                                        "redis_url)")
+    redis_master_name: str = _setting("mymaster", "Sentinel mode: the service name the sentinels monitor")
+    redis_sentinel_password: str = _setting("", "Sentinel mode: password of the sentinels themselves (the data "
+                                                "nodes use redis_password)", secret=True)
+    redis_cluster: bool = _setting(False, "Redis Cluster mode: redis_url names any seed node")
+    redis_wait_replicas: int = _setting(0, "admin writes (and registrations with redis_wait_registrations) are "
+                                           "acknowledged only once this many replicas have them (WAIT); 0 = off",
+                                        minimum=0, maximum=16)
+    redis_wait_timeout_ms: int = _setting(1000, "how long a write waits for redis_wait_replicas before it "
+                                                "answers 503", minimum=10, maximum=60_000)
+    redis_wait_registrations: bool = _setting(False, "broker registrations wait for redis_wait_replicas too "
+                                                     "(heartbeats never do: brokers repeat them every 30 s)")
     # --- liveness and expiry
     broker_timeout_ms: int = _setting(DEFAULT_BROKER_TIMEOUT_MS, "default broker heartbeat timeout",
                                       minimum=1000, maximum=86_400_000, runtime=True)
@@ -137,7 +156,16 @@ class Settings:
 
     @property
     def embedded(self) -> bool:
-        return not self.redis_url
+        return not self.redis_url and not self.redis_sentinels
+
+    @property
+    def redis_mode(self) -> str:
+        """embedded, single, sentinel or cluster."""
+        if self.redis_sentinels:
+            return "sentinel"
+        if not self.redis_url:
+            return "embedded"
+        return "cluster" if self.redis_cluster else "single"
 
     def replace(self, **changes: Any) -> "Settings":
         """A copy with some settings changed, each parsed and checked like any other source."""
@@ -316,6 +344,18 @@ def check_cross(s: Settings) -> None:
         raise ConfigError("key_prefix: letters, digits, '_', '-', '.' only (1..64)")
     if s.redis_url and not re.match(r"^(redis|rediss|unix)://", s.redis_url):
         raise ConfigError("redis_url: must start with redis://, rediss:// or unix://")
+    parse_sentinels(s.redis_sentinels)
+    if s.redis_sentinels and s.redis_url:
+        raise ConfigError("redis_sentinels and redis_url: set one (Sentinel mode asks the sentinels for the "
+                          "master)")
+    if s.redis_sentinels and s.redis_cluster:
+        raise ConfigError("redis_cluster and redis_sentinels: Redis Cluster does not use sentinels")
+    if s.redis_sentinels and not s.redis_master_name.strip():
+        raise ConfigError("redis_master_name: Sentinel mode needs the monitored service name")
+    if s.redis_cluster and not s.redis_url:
+        raise ConfigError("redis_cluster: needs redis_url naming a seed node of the cluster")
+    if s.redis_cluster and s.redis_url.startswith("unix://"):
+        raise ConfigError("redis_cluster: a cluster seed is redis:// or rediss://, not unix://")
     parse_broker_tokens(s.broker_tokens)
     parse_trusted_networks(s.remoting_trusted_networks)
     if s.remoting_port and s.remoting_port == s.port:
@@ -328,6 +368,20 @@ def check_cross(s: Settings) -> None:
                                   f"got {path!r}")
     if s.remoting_tls_ca_file and not os.path.isfile(s.remoting_tls_ca_file):
         raise ConfigError(f"remoting_tls_ca_file: no such file {s.remoting_tls_ca_file!r}")
+
+
+def parse_sentinels(spec: str) -> list[tuple[str, int]]:
+    """`host:port,host:port` (IPv6 as `[::1]:26379`) → [(host, port)]."""
+    out: list[tuple[str, int]] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([A-Za-z0-9_.-]+):([0-9]{1,5})", part)
+        port = int(m.group(2) or m.group(4)) if m else 0
+        if not m or not 0 < port < 65536:
+            raise ConfigError(f"redis_sentinels: {part!r} is not host:port")
+        out.append((m.group(1) or m.group(3), port))
+    return out
 
 
 def parse_broker_tokens(spec: str) -> list[tuple[str, str]]:

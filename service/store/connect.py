@@ -1,17 +1,26 @@
-"""Redis connections: bounded timeouts and retries for a real server, in-process fakeredis for embedded mode."""
+"""Redis connections for the three deployments — one URL, Sentinel, Cluster — and embedded mode.
+
+redis-py's own clients throughout (BlockingConnectionPool, Sentinel.master_for, RedisCluster): bounded socket
+timeouts and a few backed-off retries; the store adds a per-call deadline on top (routes.py `_run`), so how long
+a request can wait on Redis never depends on the retry arithmetic below. See docs/redis-topologies.md for the
+findings each choice rests on (S1–S4, C1–C6).
+"""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import fakeredis
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 
-from service.config import Settings
-from service.store.routes import RouteStore
+from service.config import Settings, parse_sentinels
+from service.store.routes import RouteStore, StoreLimits
 
 log = logging.getLogger(__name__)
 
@@ -22,43 +31,103 @@ EMBEDDED_WARNING = (
     "EMBEDDED MODE: NAMESRV_REDIS_URL is not set, so routes live in this process only (in-process fakeredis): "
     "not shared with other workers, not durable across restarts. Set NAMESRV_REDIS_URL for production."
 )
+POOL_SIZE = 256  # per worker (and per cluster node): a burst beyond it waits (single) or gets 503 (cluster)
+BULK_POOL_SIZE = 32
 
-BULK_SOCKET_TIMEOUT_S = 15.0
+Client = aioredis.Redis | RedisCluster
 
 
-def make_redis(settings: Settings, bulk: bool = False) -> aioredis.Redis:
-    """A client with decode_responses=True; fails fast (bounded timeouts, a few backed-off retries).
+def _retry(settings: Settings, bulk: bool) -> Retry:
+    # Bulk scripts are not retried: a timed-out registration may still have been applied (the broker repeats
+    # it in 30 s anyway), and re-sending 100 000 topics to a struggling Redis helps nobody.
+    return Retry(ExponentialBackoff(cap=0.1, base=0.01), 0 if bulk else settings.redis_retries)
 
-    `bulk=True`: the client for registrations, whose script can legitimately run for hundreds of ms (a broker
-    with 100 000 topics): same connect timeout, a long command timeout, no retries (a timed-out register may
-    still have been applied; the broker re-registers anyway)."""
+
+def _socket_timeout(settings: Settings, bulk: bool) -> float:
+    # The bulk client's socket timeout is the ceiling of the per-call deadline; the deadline itself (scaled by
+    # the topics a call carries) is what answers 503 against a hung Redis.
+    return settings.redis_bulk_deadline_ms / 1000 if bulk else settings.redis_socket_timeout_ms / 1000
+
+
+def make_sentinel(settings: Settings) -> Sentinel:
+    """The sentinel manager: its own password and a fast-failing retry for the sentinels (S1: with redis-py's
+    default Retry a dead or refusing sentinel listed first costs 3–4 s before the next one is asked)."""
+    connect_s = settings.redis_connect_timeout_ms / 1000
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": settings.redis_socket_timeout_ms / 1000,
+        "socket_connect_timeout": connect_s,
+        "retry": Retry(NoBackoff(), 0),
+        "decode_responses": True,
+    }
+    if settings.redis_sentinel_password:
+        sentinel_kwargs["password"] = settings.redis_sentinel_password
+    data: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": connect_s}
+    if settings.redis_password:
+        data["password"] = settings.redis_password
+    return Sentinel(parse_sentinels(settings.redis_sentinels), sentinel_kwargs=sentinel_kwargs, **data)
+
+
+def make_redis(settings: Settings, bulk: bool = False, sentinel: Sentinel | None = None) -> Client:
+    """A client with decode_responses=True for the configured deployment; fails fast (bounded timeouts, a few
+    backed-off retries). `bulk=True`: the client for scripts that may legitimately run for hundreds of ms (a
+    broker with 100 000 topics): a socket timeout as long as the bulk deadline's ceiling, no retries."""
     if settings.embedded:
         global _EMBEDDED_SERVER
         if _EMBEDDED_SERVER is None:
             _EMBEDDED_SERVER = fakeredis.FakeServer()
         return fakeredis.FakeAsyncRedis(server=_EMBEDDED_SERVER, decode_responses=True)
-    kwargs = {}
+    common: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": settings.redis_connect_timeout_ms / 1000,
+        "socket_timeout": _socket_timeout(settings, bulk),
+        "retry": _retry(settings, bulk),
+    }
     if settings.redis_password:
-        kwargs["password"] = settings.redis_password
+        common["password"] = settings.redis_password
+    mode = settings.redis_mode
+    if mode == "sentinel":
+        # The pool asks the sentinels for the master on every new connection; pooled connections are dropped
+        # when a sentinel announces +switch-master (RouteStore watches it: S3).
+        sentinel = sentinel or make_sentinel(settings)
+        return sentinel.master_for(settings.redis_master_name, retry_on_error=[BusyLoadingError],
+                                   max_connections=BULK_POOL_SIZE if bulk else POOL_SIZE, **common)
+    if mode == "cluster":
+        from service.store import cluster_ask
+
+        cluster_ask.apply()  # C4: redis-py 8.1's ASK redirection needs LIFO connection reuse (see the module)
+        # Every key of a registry hashes to one slot, so every script runs on the slot's primary (C1);
+        # MOVED/ASK are followed by the client, connection errors refresh its slot map.
+        return RedisCluster.from_url(settings.redis_url, max_connections=BULK_POOL_SIZE if bulk else POOL_SIZE,
+                                     retry_on_error=[BusyLoadingError], **common)
     # A burst beyond the pool waits for a free connection (bounded) instead of failing at once.
     pool = aioredis.BlockingConnectionPool.from_url(
         settings.redis_url,
-        decode_responses=True,
-        socket_connect_timeout=settings.redis_connect_timeout_ms / 1000,
-        socket_timeout=BULK_SOCKET_TIMEOUT_S if bulk else settings.redis_socket_timeout_ms / 1000,
-        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), 0 if bulk else settings.redis_retries),
         retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
-        max_connections=32 if bulk else 256,
+        max_connections=BULK_POOL_SIZE if bulk else POOL_SIZE,
         timeout=settings.redis_socket_timeout_ms / 1000 + settings.redis_connect_timeout_ms / 1000,
-        **kwargs,
+        **common,
     )
     return aioredis.Redis(connection_pool=pool)
+
+
+def store_limits(settings: Settings) -> StoreLimits:
+    return StoreLimits(
+        deadline_s=settings.redis_deadline_ms / 1000,
+        bulk_deadline_s=settings.redis_bulk_deadline_ms / 1000,
+        wait_replicas=0 if settings.embedded else settings.redis_wait_replicas,  # fakeredis has no replicas
+        wait_timeout_ms=settings.redis_wait_timeout_ms,
+        wait_registrations=settings.redis_wait_registrations,
+    )
 
 
 def connect_store(settings: Settings) -> RouteStore:
     """The RouteStore for these settings: a fast-failing client, and a bulk one for long scripts."""
     if settings.embedded:
         log.warning(EMBEDDED_WARNING)
-        return RouteStore(make_redis(settings), settings.key_prefix, default_timeout_ms=settings.broker_timeout_ms)
-    return RouteStore(make_redis(settings), settings.key_prefix, bulk_redis=make_redis(settings, bulk=True),
-                      default_timeout_ms=settings.broker_timeout_ms)
+        return RouteStore(make_redis(settings), settings.key_prefix, default_timeout_ms=settings.broker_timeout_ms,
+                          limits=store_limits(settings))
+    sentinel = make_sentinel(settings) if settings.redis_mode == "sentinel" else None
+    return RouteStore(make_redis(settings, sentinel=sentinel), settings.key_prefix,
+                      bulk_redis=make_redis(settings, bulk=True, sentinel=sentinel),
+                      default_timeout_ms=settings.broker_timeout_ms, limits=store_limits(settings),
+                      sentinel=sentinel, master_name=settings.redis_master_name)

@@ -8,18 +8,30 @@ the store needs to know redis-py. The client must use decode_responses=True.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.sentinel import Sentinel
 from redis.exceptions import (
+    AskError,
     BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
+    MovedError,
     NoScriptError,
+    RedisClusterException,
     RedisError,
     ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
 )
 from redis.exceptions import (
     ConnectionError as RedisConnectionError,
@@ -50,6 +62,14 @@ log = logging.getLogger(__name__)
 TOPIC_LIST_MODES = ("all", "unit", "unitsub", "unitsub-ununit")
 # Replies Redis gives while it cannot serve (restart, failover, cluster reconfiguration): retry later.
 _TRANSIENT = ("LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS")
+# Cluster trouble redis-py reports in words (C3): a slot migrating under a script, or no node reachable.
+_TRANSIENT_TEXT = ("non local key", "TTL exhausted", "cannot be connected", "No targets were found")
+# Redis-side cost of a bulk call per topic it carries, with a 4x margin (benchmarks/README.md: a registration of
+# 100 000 changed topics takes ~0.5 s of Redis time here); a call's deadline grows by this per topic.
+PER_TOPIC_S = 20e-6
+
+# What a redis-py call can raise: RedisClusterException is not a RedisError (e.g. SlotNotCoveredError).
+REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,11 +77,17 @@ R = TypeVar("R")
 
 def translate(exc: BaseException) -> NamesrvError:
     """A redis-py exception as the project's error: transient trouble is StoreUnavailable (503 / retry)."""
+    if type(exc) is TimeoutError:  # the store's own deadline (asyncio.timeout), not a socket timeout
+        return StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
     if isinstance(exc, RedisConnectionError | RedisTimeoutError | BusyLoadingError | OSError):
         return StoreUnavailable(f"the route store (Redis) is unavailable: {type(exc).__name__}; retry shortly")
     text = str(exc)
     if isinstance(exc, ResponseError) and text.split(" ", 1)[0] in _TRANSIENT:
         return StoreUnavailable(f"the route store is not ready: {text.split(' ', 1)[0]}; retry shortly")
+    if isinstance(exc, TryAgainError | MovedError | AskError | ClusterDownError | SlotNotCoveredError) or (
+            isinstance(exc, ResponseError | ClusterError | RedisClusterException)
+            and any(t in text for t in _TRANSIENT_TEXT)):
+        return StoreUnavailable("the route store is being resharded or failed over; retry shortly")
     log.error("unexpected Redis error: %s", text)
     return NamesrvError(f"route store error: {type(exc).__name__}")
 
@@ -73,10 +99,52 @@ def store_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await fn(*args, **kwargs)
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             raise translate(exc) from exc
 
     return wrapper
+
+
+class ReplicationUnconfirmed(StoreUnavailable):
+    """A write was applied on the primary but fewer replicas than required confirmed it (WAIT): it may be lost
+    on a failover, so it is not acknowledged as a success."""
+
+    code = "REPLICATION_UNCONFIRMED"
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    """How long calls may take and what a write waits for (settings redis_deadline_ms, redis_bulk_deadline_ms,
+    redis_wait_*)."""
+
+    deadline_s: float = 1.0
+    bulk_deadline_s: float = 10.0
+    wait_replicas: int = 0
+    wait_timeout_ms: int = 1000
+    wait_registrations: bool = False
+
+    def bulk(self, topics: int) -> float:
+        """The deadline of a call carrying `topics` topics (or heartbeats): scaled, with a ceiling."""
+        return min(self.bulk_deadline_s, self.deadline_s + topics * PER_TOPIC_S)
+
+
+def bounded(bulk: bool = False) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
+    """Decorate a RouteStore method that talks to Redis directly (not through `_run`): the call's deadline, and
+    redis-py errors as the project's."""
+
+    def deco(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+        @wraps(fn)
+        async def wrapper(self: RouteStore, *args: Any, **kwargs: Any) -> R:
+            limits = self.limits
+            try:
+                async with asyncio.timeout(limits.bulk_deadline_s if bulk else limits.deadline_s):
+                    return await fn(self, *args, **kwargs)
+            except REDIS_ERRORS as exc:
+                raise translate(exc) from exc
+
+        return wrapper
+
+    return deco
 
 
 def _pairs(flat: list[Any]) -> Iterable[tuple[Any, Any]]:
@@ -100,12 +168,21 @@ def _broker_data(name: str, cluster: str, eam: str, zone: str, addr_flat: list[s
 class RouteStore:
     """RocketMQ's RouteInfoManager + KVConfigManager over one Redis, under one key prefix."""
 
-    def __init__(self, redis: aioredis.Redis, prefix: str = "nsrv", bulk_redis: aioredis.Redis | None = None,
-                 default_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS) -> None:
+    def __init__(self, redis: aioredis.Redis | RedisCluster, prefix: str = "nsrv",
+                 bulk_redis: aioredis.Redis | RedisCluster | None = None,
+                 default_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS, *, limits: StoreLimits | None = None,
+                 sentinel: Sentinel | None = None, master_name: str = "") -> None:
         self.redis = redis
         self.bulk_redis = bulk_redis or redis  # long scripts (100 000-topic brokers): a longer command timeout
         self.keys = Keys(prefix)
         self.default_timeout_ms = default_timeout_ms
+        self.limits = limits or StoreLimits()
+        # Cluster: every key of the registry hashes to one slot; pub/sub may use any node (PUBLISH is broadcast).
+        self.cluster = isinstance(redis, RedisCluster)
+        # Sentinel: watched for +switch-master, which drops connections still open to the old master (S3).
+        self.sentinel = sentinel
+        self.master_name = master_name
+        self._sub_cursor = random.randrange(1 << 16)
         self._scripts: dict[str, LuaScript] = load_all()
         self._shas: dict[str, str] = {}
         k = self.keys
@@ -123,13 +200,25 @@ class RouteStore:
         try:
             for name, script in self._scripts.items():
                 self._shas[name] = await self.redis.script_load(script.source)
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             raise translate(exc) from exc
 
-    @store_errors
+    @bounded()
     async def load_scripts_if_missing(self) -> None:
-        """Readiness: one SCRIPT EXISTS round trip; reload everything if Redis lost the scripts (restart)."""
-        if len(self._shas) < len(self._scripts) or not all(await self.redis.script_exists(*self._shas.values())):
+        """Readiness: one SCRIPT EXISTS round trip; reload everything if Redis lost the scripts (restart, or a
+        promoted replica: SCRIPT LOAD is not replicated). In Cluster mode SCRIPT EXISTS goes to the node that owns
+        the registry's slot *now*: a keyed read first (it follows MOVED and refreshes the client's slot map after
+        a failover), because asking the primaries the client merely believes in answers "loaded" wrongly (C2)."""
+        if len(self._shas) < len(self._scripts):
+            return await self.load_scripts()
+        shas = list(self._shas.values())
+        if self.cluster:
+            await self.redis.exists(self.keys.version)
+            owner = self.redis.get_node_from_key(self.keys.version)
+            found = await self.redis.execute_command("SCRIPT EXISTS", *shas, target_nodes=owner)
+        else:
+            found = await self.redis.script_exists(*shas)
+        if not all(found):
             await self.load_scripts()
 
     def _keys(self, name: str, **entity: str) -> list[str]:
@@ -150,30 +239,76 @@ class RouteStore:
                 raise KeyError(f"{name}: no key builder for role {role!r}")
         return out
 
-    async def _run(self, name: str, keys: Sequence[str], *args: Any, client: aioredis.Redis | None = None) -> Any:
+    async def _run(self, name: str, keys: Sequence[str], *args: Any, client: Any = None,
+                   deadline: float | None = None, wait: bool = False) -> Any:
         """EVALSHA straight through execute_command (redis-py's Script wrapper costs ~10% of a heartbeat);
-        NOSCRIPT after a Redis restart or SCRIPT FLUSH loads the script and retries once."""
+        NOSCRIPT after a Redis restart, a failover or SCRIPT FLUSH loads the script and retries once.
+
+        `deadline` (seconds, default the limits' deadline) bounds the whole call, retries included: a hung Redis
+        answers StoreUnavailable then, not after the socket timeouts' arithmetic. `wait`: with wait_replicas set,
+        the write is acknowledged only once that many replicas confirm it (WAIT on the writing connection)."""
         redis = client or self.redis
+        replicas = self.limits.wait_replicas if wait else 0
+        budget = (deadline or self.limits.deadline_s) + (self.limits.wait_timeout_ms / 1000 if replicas else 0)
         try:
-            sha = self._shas.get(name)
-            if sha is None:
-                sha = self._shas[name] = await redis.script_load(self._scripts[name].source)
-            try:
-                return await redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-            except NoScriptError:
-                self._shas[name] = sha = await redis.script_load(self._scripts[name].source)
-                return await redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-        except (RedisError, OSError) as exc:
+            async with asyncio.timeout(budget):
+                sha = self._shas.get(name)
+                if sha is None:
+                    sha = self._shas[name] = await redis.script_load(self._scripts[name].source)
+                try:
+                    return await self._evalsha(redis, sha, keys, args, replicas)
+                except NoScriptError:
+                    self._shas[name] = sha = await redis.script_load(self._scripts[name].source)
+                    return await self._evalsha(redis, sha, keys, args, replicas)
+        except REDIS_ERRORS as exc:
             raise translate(exc) from exc
 
-    @store_errors
+    async def _evalsha(self, redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
+        if not replicas:
+            return await redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+        # WAIT counts the replicas that acknowledged *this connection's* last write (C6, S4): it must follow the
+        # script on the same connection, so both go in one pipeline (Cluster: to the slot's owner; a redirected
+        # script is not retried inside the pipeline, where WAIT would then vouch for another connection).
+        timeout_ms = self.limits.wait_timeout_ms
+        for attempt in (1, 2):
+            if self.cluster:
+                await redis.initialize()  # a client whose first call this is has no slot map yet
+                pipe = redis.pipeline()
+                pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+                pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=redis.get_node_from_key(keys[0]))
+                res, acked = await pipe.execute(raise_on_error=False, allow_redirections=False)
+            else:
+                async with redis.pipeline(transaction=False) as pipe:
+                    pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+                    pipe.execute_command("WAIT", replicas, timeout_ms)
+                    res, acked = await pipe.execute(raise_on_error=False)
+            if isinstance(res, MovedError) and attempt == 1:
+                await redis.exists(keys[0])  # not executed there; a keyed read refreshes the slot map, then again
+                continue
+            if isinstance(res, Exception):
+                raise res
+            if isinstance(acked, Exception) or int(acked) < replicas:
+                got = "an error" if isinstance(acked, Exception) else f"{int(acked)}"
+                raise ReplicationUnconfirmed(
+                    f"the change was written but only {got} of {replicas} Redis replicas confirmed it within "
+                    f"{timeout_ms} ms; it may be lost on a failover: check, then retry")
+            return res
+        raise AssertionError("unreachable")
+
+    @bounded()
     async def ping(self) -> bool:
+        if self.cluster:  # the registry's node, not every node
+            await self.redis.exists(self.keys.version)
+            return True
         return bool(await self.redis.ping())
 
     async def close(self) -> None:
         await self.redis.aclose()
         if self.bulk_redis is not self.redis:
             await self.bulk_redis.aclose()
+        if self.sentinel is not None:
+            for s in self.sentinel.sentinels:
+                await s.aclose()
 
     # ------------------------------------------------------------------ brokers
 
@@ -203,7 +338,8 @@ class RouteStore:
             _flag(single_topic_guard), fsl, req.topic_table.lines, "" if now is None else now,
             connection, _flag(cross_cluster_topics is not None),
             "".join(t + "\n" for t in cross_cluster_topics or ()),
-            client=self.bulk_redis,
+            client=self.bulk_redis, deadline=self.limits.bulk(len(req.topics) or req.topic_table.count),
+            wait=self.limits.wait_registrations,
         )
         status = int(res[0])
         if status < 0:
@@ -232,7 +368,7 @@ class RouteStore:
         args: list[Any] = ["" if now is None else now, self.default_timeout_ms]
         for cluster, addr, _ in beats:
             args += [cluster, addr]
-        flat = await self._run("heartbeat", self._fixed["heartbeat"], *args)
+        flat = await self._run("heartbeat", self._fixed["heartbeat"], *args, deadline=self.limits.bulk(len(beats)))
         out = []
         for (_, _, dv), (found, stored) in zip(beats, _pairs(flat), strict=True):
             if not int(found):
@@ -245,8 +381,14 @@ class RouteStore:
     async def unregister_broker(self, ident: BrokerIdentity) -> int:
         """0: address was not a member; 1: broker removed; 2: broker reduced."""
         (res,) = await self._run("unregisterBroker", self._fixed["unregisterBroker"], ident.cluster,
-                                 ident.broker_name, str(ident.broker_id), ident.broker_addr, client=self.bulk_redis)
+                                 ident.broker_name, str(ident.broker_id), ident.broker_addr, client=self.bulk_redis,
+                                 deadline=self.limits.bulk(await self._topic_count(ident.broker_name)))
         return int(res)
+
+    @bounded()
+    async def _topic_count(self, broker_name: str) -> int:
+        """The broker's topic count (O(1)): what its unregister costs, for that call's deadline."""
+        return int(await self.redis.scard(self.keys.broker_topics(broker_name)))
 
     async def drop_connection(self, connection: str, members: Iterable[tuple[str, str]]
                               ) -> list[tuple[str, str, str, int]]:
@@ -257,7 +399,8 @@ class RouteStore:
             args += [cluster, addr]
         if len(args) == 1:
             return []
-        flat = await self._run("dropConnection", self._fixed["dropConnection"], *args, client=self.bulk_redis)
+        flat = await self._run("dropConnection", self._fixed["dropConnection"], *args, client=self.bulk_redis,
+                               deadline=self.limits.bulk_deadline_s)
         return [(flat[i], flat[i + 1], flat[i + 2], int(flat[i + 3])) for i in range(0, len(flat), 4)]
 
     async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000) -> ExpireResult:
@@ -265,7 +408,7 @@ class RouteStore:
         another call may find more."""
         more, flat = await self._run("expireBrokers", self._fixed["expireBrokers"], batch,
                                      "" if now is None else now, topic_budget, self.default_timeout_ms,
-                                     client=self.bulk_redis)
+                                     client=self.bulk_redis, deadline=self.limits.bulk(topic_budget + batch))
         expired = []
         for member, name in _pairs(flat):
             cluster, _, addr = member.partition("|")
@@ -286,7 +429,7 @@ class RouteStore:
         (flat,) = await self._run("memberGroup", self._keys("memberGroup", broker=broker_name))
         return {int(i): a for i, a in _pairs(flat)}
 
-    @store_errors
+    @bounded(bulk=True)
     async def live_brokers(self) -> list[LiveBroker]:
         """Every live entry with its last heartbeat (Redis clock), data version and topic count."""
         entries = await self.redis.zrange(self.keys.live, 0, -1, withscores=True)
@@ -365,32 +508,34 @@ class RouteStore:
         return list(names), addr or None
 
     async def delete_topic(self, topic: str, cluster: str | None = None) -> int:
-        (n,) = await self._run("deleteTopic", self._keys("deleteTopic", topic=topic), topic, cluster or "")
+        (n,) = await self._run("deleteTopic", self._keys("deleteTopic", topic=topic), topic, cluster or "", wait=True)
         return int(n)
 
     async def register_topic(self, topic: str, queue_datas: list[QueueData]) -> int:
         arg = "".join(f"{q.broker_name}\t{q.encode().replace(',', chr(9))}\n" for q in queue_datas)
-        res = await self._run("registerTopic", self._keys("registerTopic", topic=topic), topic, arg)
+        res = await self._run("registerTopic", self._keys("registerTopic", topic=topic), topic, arg, wait=True)
         if int(res[0]) < 0:
             raise from_script_code(int(res[0]), res[1])
         return int(res[0])
 
     async def wipe_write_perm(self, broker_name: str) -> int:
-        (n,) = await self._run("writePerm", self._keys("writePerm", broker=broker_name), broker_name, "wipe")
+        (n,) = await self._run("writePerm", self._keys("writePerm", broker=broker_name), broker_name, "wipe",
+                               wait=True)
         return int(n)
 
     async def add_write_perm(self, broker_name: str) -> int:
-        (n,) = await self._run("writePerm", self._keys("writePerm", broker=broker_name), broker_name, "add")
+        (n,) = await self._run("writePerm", self._keys("writePerm", broker=broker_name), broker_name, "add",
+                               wait=True)
         return int(n)
 
-    @store_errors
+    @bounded()
     async def broker_exists(self, broker_name: str) -> bool:
         return bool(await self.redis.sismember(self.keys.brokers, broker_name))
 
     # ------------------------------------------------------------------ KV config
 
     async def kv_put(self, namespace: str, key: str, value: str) -> None:
-        await self._run("kvPut", self._keys("kvPut", namespace=namespace), namespace, key, value)
+        await self._run("kvPut", self._keys("kvPut", namespace=namespace), namespace, key, value, wait=True)
 
     async def kv_get(self, namespace: str, key: str) -> str:
         res = await self._run("kvGet", self._keys("kvGet", namespace=namespace), namespace, key)
@@ -399,7 +544,7 @@ class RouteStore:
         return res[1]
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
-        (n,) = await self._run("kvDelete", self._keys("kvDelete", namespace=namespace), namespace, key)
+        (n,) = await self._run("kvDelete", self._keys("kvDelete", namespace=namespace), namespace, key, wait=True)
         return bool(int(n))
 
     async def kv_list(self, namespace: str) -> dict[str, str]:
@@ -408,14 +553,14 @@ class RouteStore:
             raise QueryNotFound(f"No config item, Namespace: {namespace}")
         return dict(_pairs(res[1]))
 
-    @store_errors
+    @bounded()
     async def kv_namespaces(self) -> list[str]:
         """Every KV namespace ever written (an emptied one stays, as in Java), sorted: one SMEMBERS."""
         return sorted(await self.redis.smembers(self.keys.kv_namespaces))
 
     # ------------------------------------------------------------------ runtime config, version, events, stats
 
-    @store_errors
+    @bounded()
     async def get_runtime_config(self) -> dict[str, str]:
         return await self.redis.hgetall(self.keys.runtime_config)
 
@@ -423,34 +568,98 @@ class RouteStore:
         args: list[str] = []
         for k, v in values.items():
             args += [k, v]
-        (ver,) = await self._run("configPut", self._fixed["configPut"], *args)
+        (ver,) = await self._run("configPut", self._fixed["configPut"], *args, wait=True)
         return int(ver)
 
-    @store_errors
+    @bounded()
     async def version(self) -> int:
         return int(await self.redis.get(self.keys.version) or 0)
 
     async def change_events(self, on_subscribed: Callable[[], None] | None = None) -> AsyncIterator[str]:
         """The change events the scripts publish ("<ver>\\n*" or "<ver>\\n<topic>..."), until the connection
-        drops (then StoreUnavailable). `on_subscribed` runs once the subscription is in place."""
-        pubsub = self.redis.pubsub()
+        drops or the Sentinel master switches (then StoreUnavailable: the caller flushes and subscribes again).
+        `on_subscribed` runs once the subscription is in place.
+
+        Cluster: a script's PUBLISH reaches every node, so the subscription sits on any node, the next one in the
+        client's list after each loss (a subscription never follows a failover by itself: C5). Sentinel: on the
+        master; a sentinel's +switch-master ends it, since after SENTINEL FAILOVER the old master keeps serving
+        its clients, silently, for ~10 s (S3)."""
+        switched = asyncio.Event()
+        watcher = None
+        if self.sentinel is not None:
+            watcher = asyncio.get_running_loop().create_task(self._watch_master_switch(switched))
+        try:
+            if self.cluster:
+                await self.redis.initialize()
+                nodes = self.redis.get_nodes()
+                self._sub_cursor += 1
+                pubsub = self.redis.pubsub(node=nodes[self._sub_cursor % len(nodes)])
+            else:
+                pubsub = self.redis.pubsub()
+        except REDIS_ERRORS as exc:
+            if watcher is not None:
+                watcher.cancel()
+            raise translate(exc) from exc
         try:
             await pubsub.subscribe(self.keys.changes)
             if on_subscribed is not None:
                 on_subscribed()
             while True:
-                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.25 if watcher else 1.0)
                 if msg is not None and msg.get("type") == "message":
                     yield msg["data"]
-        except (RedisError, OSError) as exc:
+                if switched.is_set():
+                    raise StoreUnavailable("the Redis master switched (Sentinel); subscribing on the new one")
+        except REDIS_ERRORS as exc:
             raise translate(exc) from exc
         finally:
+            if watcher is not None:
+                watcher.cancel()
             try:
                 await pubsub.aclose()
-            except (RedisError, OSError):
+            except REDIS_ERRORS:
                 pass
 
-    @store_errors
+    async def _watch_master_switch(self, switched: asyncio.Event) -> None:
+        """Sentinel mode: follow one sentinel's `+switch-master` announcements (any sentinel will do; the next
+        one if it fails). On a switch of our master, connections still open to the old one are dropped — idle
+        ones now, busy ones when they return to the pool — so new calls ask the sentinels for the new master."""
+        assert self.sentinel is not None
+        backoff = 0.05
+        while True:
+            for sentinel in list(self.sentinel.sentinels):
+                pubsub = sentinel.pubsub()
+                try:
+                    await pubsub.subscribe("+switch-master")
+                    backoff = 0.05
+                    while True:
+                        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if msg is None or msg.get("type") != "message":
+                            continue
+                        name, _, addrs = str(msg["data"]).partition(" ")
+                        if name != self.master_name:
+                            continue
+                        log.warning("Sentinel: master %s switched (%s); dropping connections to the old one",
+                                    name, addrs)
+                        await self._drop_master_connections()
+                        switched.set()
+                except REDIS_ERRORS as exc:
+                    log.info("sentinel watch lost (%s); trying the next sentinel", exc)
+                finally:
+                    try:
+                        await pubsub.aclose()
+                    except REDIS_ERRORS:
+                        pass
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+    async def _drop_master_connections(self) -> None:
+        for client in {id(c): c for c in (self.redis, self.bulk_redis)}.values():
+            pool = client.connection_pool
+            await pool.update_active_connections_for_reconnect()
+            await pool.disconnect(inuse_connections=False)
+
+    @bounded()
     async def stats(self) -> dict[str, int]:
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.zcard(self.keys.live)
@@ -460,10 +669,15 @@ class RouteStore:
             live, topics, brokers, clusters = await pipe.execute()
         return {"liveBrokers": live, "topics": topics, "brokerNames": brokers, "clusters": clusters}
 
-    @store_errors
+    @bounded()
     async def redis_time_ms(self) -> int:
-        """The one clock (DESIGN §2): Redis TIME in ms."""
-        sec, usec = await self.redis.time()
+        """The one clock (DESIGN §2): Redis TIME in ms; in Cluster mode the clock of the registry's node, the one
+        its scripts read."""
+        if self.cluster:
+            sec, usec = await self.redis.execute_command(
+                "TIME", target_nodes=self.redis.get_node_from_key(self.keys.version))
+        else:
+            sec, usec = await self.redis.time()
         return int(sec) * 1000 + int(usec) // 1000
 
     # ------------------------------------------------------------------ snapshots (see snapshots.py)

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from tests.redis_server import free_port
+from tests.topology.conftest import make_cluster_topology, make_sentinel_topology  # noqa: F401 (fixtures)
 
 
 class Namesrv:

@@ -33,6 +33,17 @@ def _factory(cls: type) -> Iterator[Callable[..., Any]]:
             topo.cleanup()
 
 
+@pytest.fixture(autouse=True)
+def _cluster_ask_as_found() -> Iterator[None]:
+    """connect_store applies service/store/cluster_ask.py process-wide; the findings pin redis-py's own
+    behaviour, so every test here ends with the state it started with."""
+    from service.store import cluster_ask
+
+    before = cluster_ask.applied()
+    yield
+    (cluster_ask.apply if before else cluster_ask.revert)()
+
+
 @pytest.fixture
 def make_sentinel_topology() -> Iterator[Callable[..., SentinelTopology]]:
     """`make_sentinel_topology(password=..., sentinel_password=..., down_after_ms=..., ...)` → started topology."""

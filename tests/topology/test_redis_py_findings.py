@@ -422,7 +422,7 @@ async def test_sentinel_kill_master_errors_without_retry_and_recovers_with_retry
     s: SentinelTopology = sentinel_topology
     sen = Sentinel(s.sentinel_addrs(), socket_timeout=0.5, decode_responses=True)
     default = sen.master_for("mymaster")
-    retrying = sen.master_for("mymaster", retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 30))
+    retrying = sen.master_for("mymaster", retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 60))
     # master_for connections get no retries unless given (a plain Redis() defaults to 3)
     assert default.connection_pool.make_connection().retry.get_retries() == 0
     stop = asyncio.Event()

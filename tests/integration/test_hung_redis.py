@@ -1,0 +1,96 @@
+"""A hung Redis (the process stopped with SIGSTOP: sockets open, nothing answers) against a real `namesrv serve`:
+every kind of call answers 503 about when its deadline says — reads, heartbeats, and registrations of 10 and of
+100 000 topics, whose deadline grows with the topics but has a ceiling — and the same worker serves again once
+Redis continues (SIGCONT). Measured numbers: benchmarks/faults.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import aiohttp
+import pytest
+
+from tests.conftest import need
+from tests.integration.conftest import Namesrv
+from tests.redis_topology import RedisNode, _data_args
+from tests.unit.conftest import master
+
+pytestmark = [pytest.mark.redis, pytest.mark.integration]
+
+DEADLINE_MS = 1000
+PER_TOPIC_S = 20e-6  # service/store/routes.py PER_TOPIC_S
+
+
+def topics(n: int) -> dict:
+    return {f"T{i:06d}": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6} for i in range(n)}
+
+
+@pytest.fixture
+def lone_redis(tmp_path):
+    need("redis-server")
+    node = RedisNode("hung", str(tmp_path))
+    node.start(_data_args(node, None, []))
+    yield node
+    node.thaw()
+    node.kill()
+
+
+async def timed(session: aiohttp.ClientSession, method: str, url: str, **kw) -> tuple[int, float]:
+    started = time.monotonic()
+    async with session.request(method, url, **kw) as r:
+        await r.read()
+        return r.status, time.monotonic() - started
+
+
+async def test_hung_redis_answers_503_by_the_deadline_and_recovers(lone_redis):
+    big = master(name="broker-big", addr="10.0.0.9:10911", topics=topics(100_000))
+    n = Namesrv(lone_redis.url, "h" + uuid.uuid4().hex[:6], redis_deadline_ms=DEADLINE_MS,
+                redis_bulk_deadline_ms=10_000)
+    try:
+        n.wait_ready()
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(timeout=timeout) as s:
+            assert (await timed(s, "POST", f"{n.url}/v1/brokers/register", json=master()))[0] == 200
+            status, healthy = await timed(s, "POST", f"{n.url}/v1/brokers/register", json=big)
+            assert status == 200  # `healthy`: parsing 100 000 topics + their script, the 503 below adds the same
+            pid = n.proc.pid
+
+            lone_redis.freeze()
+            read = await timed(s, "GET", f"{n.url}/v1/topics/Never{uuid.uuid4().hex[:6]}/route")  # a cache miss
+            beat = await timed(s, "POST", f"{n.url}/v1/brokers/heartbeat", json={
+                "clusterName": "C1", "brokerName": "broker-a", "brokerId": 0, "brokerAddr": "10.0.0.1:10911"})
+            small = await timed(s, "POST", f"{n.url}/v1/brokers/register",
+                                json=master(topics=topics(10), dataVersion={"timestamp": 2, "counter": 2}))
+            large = await timed(s, "POST", f"{n.url}/v1/brokers/register",
+                                json={**big, "dataVersion": {"timestamp": 2, "counter": 2, "stateVersion": 0}})
+            ready = await timed(s, "GET", f"{n.url}/readyz")
+            live = await timed(s, "GET", f"{n.url}/livez")
+            # every call gets its 503 about when its deadline says: ~1 s, and the 100 000-topic registration
+            # 1 s + 100 000 × 20 µs = 3 s (before the fix: 15 s for any registration)
+            base = DEADLINE_MS / 1000
+            for name, (status, took) in {"read": read, "heartbeat": beat, "register 10": small}.items():
+                assert status == 503 and base - 0.05 <= took < base + 1.0, (name, status, took)
+            status, took = large
+            big_deadline = base + 100_000 * PER_TOPIC_S
+            assert status == 503 and big_deadline - 0.05 <= took < big_deadline + healthy + 1.0, (took, healthy)
+            assert ready[0] == 503 and ready[1] < 2.0
+            assert live[0] == 200 and live[1] < 0.5
+
+            lone_redis.thaw()
+
+            async def serving() -> bool:
+                st, _ = await timed(s, "GET", f"{n.url}/v1/topics/TopicA/route")
+                return st == 200
+
+            deadline = time.monotonic() + 15
+            while not await serving():
+                assert time.monotonic() < deadline, "no recovery after SIGCONT"
+                await asyncio.sleep(0.05)
+            assert (await timed(s, "POST", f"{n.url}/v1/brokers/register",
+                                json=master(dataVersion={"timestamp": 3, "counter": 3})))[0] == 200
+            assert (await timed(s, "GET", f"{n.url}/readyz"))[0] == 200
+            assert n.proc.poll() is None and n.proc.pid == pid  # the same worker: no restart
+    finally:
+        n.stop()
