@@ -67,6 +67,18 @@ def spark() -> Iterator[Any]:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory) -> Iterator[Any]:
+    """A Spark standalone master and two workers (1 core, 1 GiB each) on loopback, for the whole session."""
+    _need_java()
+    from tests.spark.cluster import StandaloneCluster
+
+    cluster = StandaloneCluster(workers=2, cores=1, memory="1g", root=tmp_path_factory.mktemp("spark-standalone"))
+    cluster.start()
+    yield cluster
+    cluster.cleanup()
+
+
 Row = Sequence[Any]  # [cluster, brokerName, topic, readQueueNums, writeQueueNums, perm, topicSysFlag]
 
 
