@@ -1,8 +1,12 @@
 """Skew-report job benchmark: synthetic snapshots of N rows in a redis-server of its own (loopback, keys under
-`{bench}`), the job timed per size on a local Spark master; results in benchmarks/results/skew.json and
-a time-vs-rows plot in skew.png.
+`{bench}`), the job timed per size on a local Spark master or on a Spark standalone cluster started on loopback;
+and how long Redis is blocked while a snapshot is read under route-read load.
 
-    python -m benchmarks.skew_bench [--rows 1000000,10000000] [--quick] [--repeat 2] [--master local[2]]
+    python -m benchmarks.skew_bench [--rows 1000000,10000000] [--quick] [--repeat 2] [--master local[*]]
+    python -m benchmarks.skew_bench --rows 1000000,10000000 --master standalone   # 2 workers x 1 core
+    python -m benchmarks.skew_bench --redis-block 10000000                      # longest Redis command
+
+Results: benchmarks/results/skew.json (+ skew.png), skew-standalone.json, skew-redis.json.
 """
 
 from __future__ import annotations
@@ -244,6 +248,17 @@ def plot(results: list[dict[str, Any]], env: dict[str, Any], path: Path) -> None
     fig.savefig(path, dpi=100, bbox_inches="tight")
 
 
+STANDALONE = "standalone"
+
+
+def start_standalone(workers: int, memory: str) -> Any:
+    """A Spark standalone master and `workers` one-core workers on loopback (tests/spark/cluster.py)."""
+    from tests.spark.cluster import StandaloneCluster
+
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver (this process) on loopback, like the cluster
+    return StandaloneCluster(workers=workers, cores=1, memory=memory).start()
+
+
 def run(
     sizes: list[int],
     *,
@@ -253,20 +268,31 @@ def run(
     results_dir: Path = RESULTS,
     warmup: bool = True,
     repeat: int = 1,
+    workers: int = 2,
+    worker_memory: str = "6g",
 ) -> dict[str, Any]:
-    """Time the job at each size (median of `repeat` runs; every run's time is kept) and write the results."""
+    """Time the job at each size (median of `repeat` runs; every run's time is kept) and write the results.
+    master "standalone": a Spark standalone cluster of `workers` one-core workers, started for the run."""
     conf = list(conf or [])
     server = RedisServer().start()
     work = Path(tempfile.mkdtemp(prefix="skew-bench-"))
-    spark = owned = None
+    spark = owned = cluster = None
+    name = "skew-standalone" if master == STANDALONE else "skew"
     try:
         client = redis.Redis.from_url(server.url)
+        if master == STANDALONE:
+            cluster = start_standalone(workers, worker_memory)
+            master = cluster.master_url
+            if not any(k == "spark.executor.memory" for k, _ in conf):
+                conf.append(("spark.executor.memory", worker_memory))
         opts = job_options(server.url, work / "report", master, conf)
         t0 = time.perf_counter()
         spark, owned = spark_session(opts)
         startup = round(time.perf_counter() - t0, 2)
         env = environment(master, conf)
         env["sparkStartupSeconds"] = startup
+        if cluster is not None:
+            env["spark"]["standalone"] = {"workers": workers, "coresPerWorker": 1, "workerMemory": worker_memory}
         if warmup:  # JVM JIT, Python workers: not what a long run pays per report
             generate(client, WARMUP_ROWS, 2)
             job.run_once(spark, opts)
@@ -298,10 +324,163 @@ def run(
         client.close()
         doc = {"benchmark": "skew-report", **env, "results": results}
         results_dir.mkdir(parents=True, exist_ok=True)
-        (results_dir / "skew.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-        plot(results, env, results_dir / "skew.png")
+        (results_dir / f"{name}.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        plot(results, env, results_dir / f"{name}.png")
         return doc
     finally:
+        if spark is not None and owned:
+            spark.stop()
+        if cluster is not None:
+            cluster.cleanup()
+        server.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --- how long Redis is blocked while the job reads a snapshot, under route-read load
+
+ROUTE_PREFIX = "routes"
+ROUTE_TOPICS = 1000
+SLOW_US = 100  # slowlog threshold: every command of 0.1 ms or more is kept (route reads take ~20-50 µs)
+
+
+async def _plant_registry(url: str) -> list[str]:
+    """4 brokers x ROUTE_TOPICS topics registered through the store (the route reads' Redis work is real)."""
+    import redis.asyncio as aioredis
+
+    from service.models import RegisterBroker, TopicConfig
+    from service.store import RouteStore
+
+    client = aioredis.Redis.from_url(url, decode_responses=True)
+    try:
+        store = RouteStore(client, prefix=ROUTE_PREFIX)
+        await store.load_scripts()
+        topics = [f"route-topic-{i:05d}" for i in range(ROUTE_TOPICS)]
+        for b in range(4):
+            await store.register_broker(RegisterBroker(
+                cluster="C", broker_name=f"broker-{b}", broker_id=0, broker_addr=f"10.9.0.{b}:10911",
+                ha_server_addr="", topics={t: TopicConfig(8, 8, 6, 0) for t in topics}))
+        return topics
+    finally:
+        await client.aclose()
+
+
+def _route_load(url: str, topics: list[str], stop: Any, out: Any, concurrency: int = 8) -> None:
+    """Child process: route reads through the store (getRoute script), `concurrency` at a time, until stop is
+    set; sends [(t_monotonic, latency_ms), ...] back."""
+    import asyncio
+    import random
+
+    import redis.asyncio as aioredis
+
+    from service.store import RouteStore
+
+    async def main() -> list[tuple[float, float]]:
+        client = aioredis.Redis.from_url(url, decode_responses=True)
+        store = RouteStore(client, prefix=ROUTE_PREFIX)
+        await store.load_scripts()
+        samples: list[tuple[float, float]] = []
+
+        async def reader() -> None:
+            rng = random.Random()
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                await store.get_route(rng.choice(topics))
+                samples.append((time.monotonic(), (time.perf_counter() - t0) * 1000))
+
+        await asyncio.gather(*(reader() for _ in range(concurrency)))
+        await client.aclose()
+        return samples
+
+    out.send(asyncio.run(main()))
+    out.close()
+
+
+def _latency(samples: list[tuple[float, float]], start: float, end: float) -> dict[str, Any]:
+    from benchmarks.harness import summarize
+
+    window = [ms for t, ms in samples if start <= t <= end]
+    return {"reads": len(window), "readsPerSecond": round(len(window) / max(end - start, 1e-9)),
+            "latencyMs": summarize(window)}
+
+
+def redis_block(rows: int, *, snapshots: int = 4, master: str = "local[2]", conf: list[tuple[str, str]] | None = None,
+                results_dir: Path = RESULTS, baseline_s: float = 5.0) -> dict[str, Any]:
+    """The job reads `rows` snapshot rows while 8 concurrent route reads run in another process. Redis' SLOWLOG
+    (every command of SLOW_US µs or more) gives the longest single command, per command name; the route
+    reads' client latency is compared with the same load before the job."""
+    import asyncio
+    import multiprocessing
+
+    conf = list(conf or [])
+    server = RedisServer().start()
+    work = Path(tempfile.mkdtemp(prefix="skew-bench-"))
+    ctx = multiprocessing.get_context("spawn")
+    stop, (recv, send) = ctx.Event(), ctx.Pipe(duplex=False)
+    loader = spark = owned = None
+    try:
+        client = redis.Redis.from_url(server.url)
+        gen = generate(client, rows, snapshots)
+        topics = asyncio.run(_plant_registry(server.url))
+        opts = job_options(server.url, work / "report", master, conf)
+        spark, owned = spark_session(opts)
+        env = environment(master, conf)
+        loader = ctx.Process(target=_route_load, args=(server.url, topics, stop, send), daemon=True)
+        loader.start()
+        time.sleep(2.0)  # the load process imports and loads its scripts
+        client.config_set("slowlog-log-slower-than", SLOW_US)
+        client.config_set("slowlog-max-len", 1_000_000)
+        client.slowlog_reset()
+        client.config_resetstat()
+        base_start = time.monotonic()
+        time.sleep(baseline_s)
+        base_end = job_start = time.monotonic()
+        outcome = job.run_once(spark, opts)
+        job_end = time.monotonic()
+        slow = client.slowlog_get(1_000_000)
+        stats = client.info("commandstats")
+        stop.set()
+        samples = recv.recv()
+        loader.join(30)
+        # Slow-log entries by who sent them: the job's (keys of {bench}) or the route reads' ({routes}).
+        families: dict[str, dict[str, dict[str, Any]]] = {"snapshotRead": {}, "routeReads": {}, "other": {}}
+        for e in slow:
+            cmd = e["command"].decode(errors="replace") if isinstance(e["command"], bytes) else str(e["command"])
+            family = ("snapshotRead" if "{" + PREFIX + "}" in cmd
+                      else "routeReads" if "{" + ROUTE_PREFIX + "}" in cmd or cmd.upper().startswith("EVALSHA")
+                      else "other")
+            entry = families[family].setdefault(cmd.split(" ", 1)[0].upper(), {"slowCalls": 0, "maxMs": 0.0})
+            entry["slowCalls"] += 1
+            entry["maxMs"] = max(entry["maxMs"], round(e["duration"] / 1000, 3))
+        # Calls and mean time per command, whoever sent them (INFO commandstats counts script calls too).
+        commandstats = {
+            name.removeprefix("cmdstat_").upper(): {"calls": int(row["calls"]),
+                                                    "usecPerCall": float(row["usec_per_call"])}
+            for name, row in stats.items()
+        }
+        doc = {
+            "benchmark": "skew-report redis block",
+            **env,
+            "rows": gen["rows"],
+            "parts": gen["parts"],
+            "jobSeconds": round(job_end - job_start, 2),
+            "jobRows": outcome.summary["window"]["rows"],
+            # Commands shorter than the threshold are not logged: a family without entries stayed below it.
+            "slowlogThresholdMs": SLOW_US / 1000,
+            "longestSnapshotReadMs": max((c["maxMs"] for c in families["snapshotRead"].values()), default=None),
+            "longestRouteReadMs": max((c["maxMs"] for c in families["routeReads"].values()), default=None),
+            "slowlog": families,
+            "commandstats": dict(sorted(commandstats.items())),
+            "routeReads": {"before": _latency(samples, base_start, base_end),
+                           "duringJob": _latency(samples, job_start, job_end)},
+        }
+        results_dir.mkdir(parents=True, exist_ok=True)
+        (results_dir / "skew-redis.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+        client.close()
+        return doc
+    finally:
+        stop.set()
+        if loader is not None and loader.is_alive():
+            loader.terminate()
         if spark is not None and owned:
             spark.stop()
         server.cleanup()
@@ -314,12 +493,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help=f"one tiny size ({QUICK_ROWS} rows), no warm-up")
     p.add_argument("--snapshots", type=int, default=4, help="snapshots the rows are spread over (default 4)")
     p.add_argument("--repeat", type=int, default=1, help="timed runs per size; the median is reported")
-    p.add_argument("--master", default="local[2]")
+    p.add_argument("--master", default="local[2]",
+                   help="a Spark master, or 'standalone': a standalone cluster on loopback for the run")
+    p.add_argument("--workers", type=int, default=2, help="standalone: one-core workers (default 2)")
+    p.add_argument("--worker-memory", default="6g", help="standalone: memory per worker and executor (default 6g)")
+    p.add_argument("--redis-block", type=int, default=None, metavar="ROWS",
+                   help="instead of timing: the longest Redis command while the job reads ROWS under route reads")
     p.add_argument("--conf", type=conf_pair, action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--results", type=Path, default=RESULTS, help="directory for skew.json and skew.png")
     a = p.parse_args(argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if a.redis_block:
+        block = redis_block(a.redis_block, snapshots=a.snapshots, master=a.master, conf=a.conf,
+                            results_dir=a.results)
+        below = f"< {block['slowlogThresholdMs']}"
+        snap, route = block["longestSnapshotReadMs"] or below, block["longestRouteReadMs"] or below
+        print(f"{block['rows']:,} rows read in {block['jobSeconds']} s; longest snapshot-read command {snap} ms, "
+              f"longest route-read command {route} ms")
+        return 0
     sizes = [QUICK_ROWS] if a.quick else [int(x.replace("_", "")) for x in a.rows.split(",") if x.strip()]
     doc = run(
         sizes,
@@ -329,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
         results_dir=a.results,
         warmup=not a.quick,
         repeat=a.repeat,
+        workers=a.workers,
+        worker_memory=a.worker_memory,
     )
     for r in doc["results"]:
         print(f"{r['rows']:>12,} rows  {r['jobSeconds']:>8.1f} s  {r['rowsPerSecond']:>10,} rows/s")
