@@ -123,16 +123,55 @@ redis-password
 {{- end }}
 
 {{/*
-NAMESRV_REDIS_URL: the in-chart Redis Service, or redis.url. Refuses to render without one: an empty URL
-would put every worker in embedded mode (its own private in-process store), which is wrong with replicas.
+How the workers reach Redis: single (the in-chart Redis, or redis.url), sentinel or cluster (external only).
+*/}}
+{{- define "rmq-namesrv.redisMode" -}}
+{{- if .Values.redis.enabled }}
+{{- if ne (.Values.redis.mode | default "single") "single" }}
+{{- fail "redis.mode sentinel/cluster needs redis.enabled=false (the in-chart Redis is a single server)" }}
+{{- end -}}
+single
+{{- else -}}
+{{ .Values.redis.mode | default "single" }}
+{{- end }}
+{{- end }}
+
+{{/*
+NAMESRV_REDIS_URL: the in-chart Redis Service, or redis.url (a seed node in cluster mode); empty in sentinel
+mode. Refuses to render without a way to Redis: no URL and no sentinels would put every worker in embedded mode
+(its own private in-process store), which is wrong with replicas.
 */}}
 {{- define "rmq-namesrv.redisUrl" -}}
+{{- $mode := include "rmq-namesrv.redisMode" . }}
 {{- if .Values.redis.enabled }}
 {{- printf "redis://%s.%s.svc:6379/0" (include "rmq-namesrv.redis.fullname" .) .Release.Namespace }}
+{{- else if eq $mode "sentinel" }}
+{{- if not .Values.redis.sentinel.addresses }}
+{{- fail "redis.sentinel.addresses is required when redis.mode=sentinel" }}
+{{- end }}
+{{- if .Values.redis.url }}
+{{- fail "redis.url must be empty when redis.mode=sentinel (the sentinels name the primary)" }}
+{{- end }}
 {{- else if .Values.redis.url }}
 {{- .Values.redis.url }}
 {{- else }}
 {{- fail "redis.url is required when redis.enabled=false (point it at your managed Redis)" }}
+{{- end }}
+{{- end }}
+
+{{/*
+ConfigMap entries of the Redis deployment mode (NAMESRV_REDIS_URL, or the sentinels, and the cluster switch).
+*/}}
+{{- define "rmq-namesrv.redisModeConfig" -}}
+{{- $mode := include "rmq-namesrv.redisMode" . }}
+{{- with include "rmq-namesrv.redisUrl" . }}
+NAMESRV_REDIS_URL: {{ . | quote }}
+{{- end }}
+{{- if eq $mode "sentinel" }}
+NAMESRV_REDIS_SENTINELS: {{ join "," .Values.redis.sentinel.addresses | quote }}
+NAMESRV_REDIS_MASTER_NAME: {{ .Values.redis.sentinel.masterName | quote }}
+{{- else if eq $mode "cluster" }}
+NAMESRV_REDIS_CLUSTER: "true"
 {{- end }}
 {{- end }}
 
@@ -147,6 +186,13 @@ NAMESRV_REDIS_PASSWORD env entry (empty when Redis has no password).
     secretKeyRef:
       name: {{ $name }}
       key: {{ include "rmq-namesrv.redis.secretKey" . }}
+{{- end }}
+{{- if and (eq (include "rmq-namesrv.redisMode" .) "sentinel") .Values.redis.sentinel.existingSecret }}
+- name: NAMESRV_REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.redis.sentinel.existingSecret }}
+      key: {{ .Values.redis.sentinel.existingSecretPasswordKey }}
 {{- end }}
 {{- end }}
 

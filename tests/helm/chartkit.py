@@ -161,7 +161,7 @@ def write_readme_table() -> None:
 
 # Settings the chart derives from other values rather than listing them under `config` (tests/helm keeps this
 # list and the templates in step).
-DERIVED = {"port", "redis_url", "remoting_port"}
+DERIVED = {"port", "redis_url", "remoting_port", "redis_sentinels", "redis_master_name", "redis_cluster"}
 
 
 def sync_config(skip_prefixes: tuple[str, ...] = ()) -> list[str]:

@@ -344,7 +344,7 @@ def test_configmap_keys_are_real_settings(render, values):
     for key in data:
         assert key in PLAIN_ENVS, f"ConfigMap key {key} is not a non-secret setting of service/config.py"
     assert not (set(data) & SECRET_ENVS)
-    assert data["NAMESRV_REDIS_URL"], "the chart must never run the workers in embedded mode"
+    assert not load_settings(env=data).embedded, "the chart must never run the workers in embedded mode"
     extra = {e["name"] for e in r.merged["extraEnv"]}
     for env in r.worker.get("env", []):
         assert env["name"] in PLAIN_ENVS | SECRET_ENVS | extra, env["name"]
@@ -403,9 +403,10 @@ def test_explicit_tokens_and_read_token(render):
     assert data["NAMESRV_ADMIN_TOKEN"] == "admin-0123456789"
     assert data["NAMESRV_BROKER_TOKENS"] == "c1:broker-0123456789"
     assert len(data["NAMESRV_READ_TOKEN"]) == 32
-    # Between the auth Secret and the Redis password, the chart can supply every secret setting there is.
+    # Between the auth Secret and the Redis password, the chart can supply every secret setting there is (the
+    # sentinels' own password in Sentinel mode only: test_redis_sentinel_mode).
     supplied = set(data) | {e["name"] for e in r.worker["env"] if "secretKeyRef" in e.get("valueFrom", {})}
-    assert supplied == SECRET_ENVS
+    assert supplied | {"NAMESRV_REDIS_SENTINEL_PASSWORD"} == SECRET_ENVS
 
 
 def test_auth_disabled_renders_no_token_secret(render):
@@ -448,7 +449,8 @@ def test_references_resolve(render, values):
     rendered = {("Secret", d["metadata"]["name"]): set(d.get("data", {})) for d in r.all("Secret")}
     rendered |= {("ConfigMap", d["metadata"]["name"]): set(d["data"]) for d in r.all("ConfigMap")}
     external = {
-        ("Secret", n) for n in (r.merged["auth"]["existingSecret"], r.merged["redis"]["existingSecret"]) if n
+        ("Secret", n) for n in (r.merged["auth"]["existingSecret"], r.merged["redis"]["existingSecret"],
+                                r.merged["redis"]["sentinel"]["existingSecret"]) if n
     }
     for name, spec in r.pod_specs():
         for c in spec["containers"]:
@@ -523,6 +525,57 @@ def test_external_redis(render):
     assert all(e["name"] != "NAMESRV_REDIS_PASSWORD" for e in r.worker.get("env", []))
 
 
+def test_redis_sentinel_mode(render):
+    r = render({"redis": {"enabled": False, "mode": "sentinel", "existingSecret": "data-pw", "sentinel": {
+        "addresses": ["s0:26379", "s1:26379", "[fd00::2]:26379"], "masterName": "rmq",
+        "existingSecret": "sentinel-pw", "existingSecretPasswordKey": "pw"}}})
+    assert r.maybe("StatefulSet") is None
+    cm = r.configmap
+    assert "NAMESRV_REDIS_URL" not in cm and "NAMESRV_REDIS_CLUSTER" not in cm
+    assert (cm["NAMESRV_REDIS_SENTINELS"], cm["NAMESRV_REDIS_MASTER_NAME"]) == ("s0:26379,s1:26379,[fd00::2]:26379",
+                                                                                "rmq")
+    for container in (r.worker, _cronjob_container(r)):
+        refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container.get("env", []) if "valueFrom" in e}
+        assert refs["NAMESRV_REDIS_PASSWORD"] == {"name": "data-pw", "key": "redis-password"}
+        assert refs["NAMESRV_REDIS_SENTINEL_PASSWORD"] == {"name": "sentinel-pw", "key": "pw"}
+    assert "--redis-url" not in _cronjob_container(r)["args"]  # the job reads the sentinels from the ConfigMap
+    settings = load_settings(env={**cm, "NAMESRV_REDIS_PASSWORD": "x", "NAMESRV_REDIS_SENTINEL_PASSWORD": "y"})
+    assert (settings.redis_mode, settings.redis_master_name) == ("sentinel", "rmq")
+    assert _secret_data(r, f"{FULLNAME}-redis") is None  # both passwords come from existing Secrets
+
+
+def test_redis_cluster_mode(render):
+    r = render({"redis": {"enabled": False, "mode": "cluster", "url": "redis://seed.redis:6379",
+                          "existingSecret": "cluster-pw"}, "config": {"redisWaitReplicas": 1}})
+    cm = r.configmap
+    assert (cm["NAMESRV_REDIS_URL"], cm["NAMESRV_REDIS_CLUSTER"]) == ("redis://seed.redis:6379", "true")
+    assert "NAMESRV_REDIS_SENTINELS" not in cm and cm["NAMESRV_REDIS_WAIT_REPLICAS"] == "1"
+    settings = load_settings(env=cm)
+    assert (settings.redis_mode, settings.redis_wait_replicas) == ("cluster", 1)
+    assert all(e["name"] != "NAMESRV_REDIS_SENTINEL_PASSWORD" for e in r.worker.get("env", []))
+
+
+def test_redis_single_mode_is_the_default(render):
+    for values in ({}, {"redis": {"enabled": False, "url": "rediss://h:6380/0?ssl_ca_certs=/ca/ca.pem"}}):
+        cm = render(values).configmap
+        assert load_settings(env=cm).redis_mode == "single"
+        assert "NAMESRV_REDIS_SENTINELS" not in cm and "NAMESRV_REDIS_CLUSTER" not in cm
+
+
+@pytest.mark.parametrize(("values", "fragment"), [
+    ({"redis": {"enabled": False, "mode": "sentinel"}}, "sentinel/addresses|sentinel.addresses"),
+    ({"redis": {"enabled": False, "mode": "sentinel", "url": "redis://h:1", "sentinel": {"addresses": ["s:1"]}}},
+     "redis/url|redis.url must be empty"),
+    ({"redis": {"enabled": False, "mode": "cluster"}}, "redis/url|redis.url is required"),
+    ({"redis": {"enabled": True, "mode": "cluster"}}, "redis/mode|redis.mode"),
+    ({"redis": {"enabled": False, "mode": "sentinel", "sentinel": {"addresses": ["no-port"]}}}, "addresses"),
+])
+def test_redis_mode_misconfigurations_refused(render, values, fragment):
+    # values.schema.json refuses them; the templates' own `fail`s back it up for --skip-schema-validation
+    with pytest.raises((helm.HelmValuesError, helm.HelmRenderError), match=fragment):
+        render(values, check_schema=False)
+
+
 def test_external_redis_without_url_refused(render):
     # Helm's render checks values.schema.json first; the template's own `fail` backs it up for
     # --skip-schema-validation installs.
@@ -545,7 +598,10 @@ def test_cronjob(render, values):
     assert c["command"] == ["namesrv"]
     args = c["args"]
     assert args[0] == "skew-report"
-    assert args[args.index("--redis-url") + 1] == r.configmap["NAMESRV_REDIS_URL"]
+    if "NAMESRV_REDIS_URL" in r.configmap:
+        assert args[args.index("--redis-url") + 1] == r.configmap["NAMESRV_REDIS_URL"]
+    else:  # Sentinel mode: the sentinels come from the ConfigMap
+        assert "--redis-url" not in args and r.configmap["NAMESRV_REDIS_SENTINELS"]
     assert args[args.index("--master") + 1] == r.merged["skew"]["master"]
     out = args[args.index("--out") + 1]
     mounts = [m["mountPath"] for m in c["volumeMounts"]]
