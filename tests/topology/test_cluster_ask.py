@@ -33,8 +33,14 @@ async def test_ask_redirection_needs_the_lifo_workaround(cluster_topology):
                     await rc.set("{nsrv}:moved", "v")
                     m = await asyncio.to_thread(c.begin_migration, slot, target)
                     m.move(keys=["{nsrv}:moved"])  # the key is on the target, its slot still MIGRATING
-                await asyncio.gather(rc.get(on_target), rc.get(on_target))  # two idle connections to the target
-                assert len(rc.get_node(*target.addr)._free) == 2
+                await rc.get(on_target)  # the client knows the target node now
+                node = rc.get_node(*target.addr)
+                # a second idle connection, deterministically (two concurrent calls may or may not overlap)
+                held = [node.acquire_connection(), node.acquire_connection()]
+                for conn in held:
+                    await conn.connect()
+                    node.release(conn)
+                assert len(node._free) == 2
                 if not fixed:
                     with pytest.raises(ClusterError, match="TTL exhausted"):
                         await rc.get("{nsrv}:moved")

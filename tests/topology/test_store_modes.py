@@ -279,3 +279,47 @@ async def test_cluster_subscription_moves_off_a_dead_node(make_cluster_topology)
             await eventually("events arrive through another node", event_arrives, timeout=15)
     finally:
         await store.close()
+
+
+async def test_single_mode_over_tls_with_a_ca_file(tmp_path):
+    """One server over TLS (rediss:// with the CA file in the URL): scripts and the change events work."""
+    import os
+    import shutil
+
+    from tests.conftest import need
+    from tests.redis_topology import RedisNode
+    from tests.topology.test_redis_py_findings import _make_certs
+
+    need("redis-server")
+    need("openssl")
+    d = str(tmp_path)
+    _make_certs(d)
+    ca = os.path.join(d, "ca.crt")
+    node = RedisNode("tls", d)
+    node.client_kwargs = {"ssl": True, "ssl_ca_certs": ca}
+    node.start([shutil.which("redis-server"), "--port", "0", "--tls-port", str(node.port), "--bind", HOST,
+                "--tls-cert-file", os.path.join(d, "ip.crt"), "--tls-key-file", os.path.join(d, "ip.key"),
+                "--tls-ca-cert-file", ca, "--tls-auth-clients", "no", "--save", "", "--appendonly", "no",
+                "--dir", node.dir, "--logfile", node.log])
+    prefix = "t" + uuid.uuid4().hex[:6]
+    try:
+        settings = load_settings(env={"NAMESRV_REDIS_URL": f"rediss://{HOST}:{node.port}/0?ssl_ca_certs={ca}",
+                                      "NAMESRV_KEY_PREFIX": prefix})
+        assert settings.redis_mode == "single"
+        store = connect_store(settings)
+        try:
+            await store.load_scripts_if_missing()
+            async with listening(store) as events:
+                await store.register_broker(broker("b1", 2))
+                assert (await store.get_route("T1")) is not None
+                await eventually("an event over TLS", lambda: _async(bool(events)))
+        finally:
+            await store.close()
+        without_ca = connect_store(load_settings(env={"NAMESRV_REDIS_URL": f"rediss://{HOST}:{node.port}/0"}))
+        try:
+            with pytest.raises(StoreUnavailable):
+                await without_ca.ping()
+        finally:
+            await without_ca.close()
+    finally:
+        node.kill()
