@@ -111,7 +111,7 @@ async def test_redis_outage_gives_fast_503_and_recovers(redis_server, namesrv_fa
 
 
 async def test_sigterm_drains_in_flight_requests(redis_server, namesrv_factory):
-    n = namesrv_factory(route_cache="false", redis_socket_timeout_ms=5000, drain_grace_s=10)
+    n = namesrv_factory(route_cache="false", redis_socket_timeout_ms=5000, redis_deadline_ms=5000, drain_grace_s=10)
     blocker = redis.Redis.from_url(redis_server.url)
     async with aiohttp.ClientSession() as s:
         await s.post(f"{n.url}/v1/brokers/register", json=master())
