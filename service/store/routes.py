@@ -592,6 +592,8 @@ class RouteStore:
             if self.cluster:
                 await self.redis.initialize()
                 nodes = self.redis.get_nodes()
+                if not nodes:
+                    raise StoreUnavailable("no Redis Cluster node known yet; subscribing again shortly")
                 self._sub_cursor += 1
                 pubsub = self.redis.pubsub(node=nodes[self._sub_cursor % len(nodes)])
             else:

@@ -90,6 +90,11 @@ async def test_sentinel_failover_and_kill_under_load(make_sentinel_topology, sta
         await asyncio.to_thread(s.failover, None, False)
         elected = time.monotonic()
         await recovers(load, elected)
+        for w in workers:  # each worker left the old master on +switch-master (sentinel password in use)
+            deadline = time.monotonic() + 10
+            while "switched" not in w.output():
+                assert time.monotonic() < deadline, w.output()
+                await asyncio.sleep(0.1)
         await asyncio.to_thread(s.wait_settled, None, 20.0, False)  # the sentinels demote the old master
 
         await asyncio.to_thread(s.kill_master)

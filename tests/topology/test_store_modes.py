@@ -221,7 +221,7 @@ async def test_sentinel_master_switch_moves_writes_and_events_at_once(make_senti
     """SENTINEL FAILOVER leaves the old master writable for ~10 s and pooled connections on it (S3): the store
     watches +switch-master and drops them, so writes and the subscription reach the new master within a second
     or two — well before the sentinels demote the old one."""
-    s: SentinelTopology = make_sentinel_topology()
+    s: SentinelTopology = make_sentinel_topology(password=DATA_PW, sentinel_password=SENTINEL_PW)
     prefix = "s" + uuid.uuid4().hex[:6]
     store = connect_store(settings_for(s, key_prefix=prefix))
     old = s.master_node()
