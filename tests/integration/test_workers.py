@@ -116,7 +116,21 @@ async def test_sigterm_drains_in_flight_requests(redis_server, namesrv_factory):
     async with aiohttp.ClientSession() as s:
         await s.post(f"{n.url}/v1/brokers/register", json=master())
         loop = asyncio.get_running_loop()
-        sleeping = loop.run_in_executor(None, lambda: blocker.execute_command("DEBUG", "SLEEP", "1.0"))
+        sleeping = loop.run_in_executor(None, lambda: blocker.execute_command("DEBUG", "SLEEP", "3.0"))
+        probe = redis.Redis.from_url(redis_server.url, socket_timeout=0.05)
+
+        def redis_asleep() -> bool:
+            try:
+                probe.ping()
+                return False
+            except redis.TimeoutError:
+                return True
+
+        async def asleep():  # the requests must reach a Redis that is already sleeping
+            return await loop.run_in_executor(None, redis_asleep)
+
+        await poll(asleep, timeout=5.0, interval=0.01)
+        probe.close()
         requests = [asyncio.create_task(s.get(f"{n.url}/v1/topics/TopicA/route")) for _ in range(8)]
 
         async def all_connected():
