@@ -187,7 +187,7 @@ def compute(
     def keep(df: Any) -> Any:
         return df.persist(StorageLevel.MEMORY_AND_DISK)
 
-    rows = T.complete_rows(fetched.rows)
+    rows = T.complete_rows(fetched.rows, fetched.skipped)
     known = spark.createDataFrame(broker_rows(fetched.snaps), T.BROKER_SCHEMA)
     if not opts.include_system_topics:
         rows = T.drop_system_topics(rows, known)

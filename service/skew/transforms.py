@@ -76,10 +76,14 @@ TOPIC_KEY = ("takenAt", "cluster", "topic")
 BROKER_KEY = ("takenAt", "cluster", "brokerName")
 
 
-def complete_rows(rows: DataFrame) -> DataFrame:
-    """Drop every snapshot that has a part-missing marker (a row with a null cluster)."""
-    broken = rows.filter(F.col("cluster").isNull()).select("takenAt").distinct()
-    return rows.filter(F.col("cluster").isNotNull()).join(F.broadcast(broken), "takenAt", "left_anti")
+def complete_rows(rows: DataFrame, broken: list[int] | None = None) -> DataFrame:
+    """Drop every snapshot that has a part-missing marker (a row with a null cluster). `broken`: those
+    snapshots' takenAt when the caller already knows them (saves a pass over the rows)."""
+    if broken is not None:
+        kept = rows.filter(F.col("cluster").isNotNull())
+        return kept.filter(~F.col("takenAt").isin(*broken)) if broken else kept
+    found = rows.filter(F.col("cluster").isNull()).select("takenAt").distinct()
+    return rows.filter(F.col("cluster").isNotNull()).join(F.broadcast(found), "takenAt", "left_anti")
 
 
 def drop_system_topics(rows: DataFrame, brokers: DataFrame | None = None) -> DataFrame:

@@ -239,6 +239,8 @@ def test_complete_rows_drops_snapshots_with_a_missing_part(spark):
         T.ROW_SCHEMA,
     )
     assert sorted(r.takenAt for r in T.complete_rows(rows).collect()) == [1, 3]
+    assert sorted(r.takenAt for r in T.complete_rows(rows, [2]).collect()) == [1, 3]  # broken already known
+    assert sorted({r.takenAt for r in T.complete_rows(rows, []).collect()}) == [1, 2, 3]
 
 
 def test_drop_system_topics(spark):
