@@ -109,8 +109,15 @@ class Outcome:
 
 
 def reader_for(opts: JobOptions) -> SnapshotReader:
-    s = opts.settings
-    return SnapshotReader(RedisSpec(s.redis_url, password=s.redis_password or None), s.key_prefix)
+    """The store's reader, in the settings' Redis mode: single, Sentinel or Cluster."""
+    return SnapshotReader(RedisSpec.from_settings(opts.settings), opts.settings.key_prefix)
+
+
+def redis_where(settings: Any) -> str:
+    """Where the job looked for Redis, for messages (no password)."""
+    if settings.redis_sentinels:
+        return f"Sentinel master {settings.redis_master_name!r} via {settings.redis_sentinels}"
+    return str(settings.masked()["redis_url"])
 
 
 def to_pandas(df: Any) -> Any:
@@ -417,17 +424,11 @@ def _error(msg: str) -> None:
 
 def check(opts: JobOptions) -> int | None:
     """Usage checks before anything starts; an exit code when one fails."""
-    s = opts.settings
-    if getattr(s, "redis_sentinels", "") or getattr(s, "redis_cluster", False):
-        _error(
-            "the Spark job reads one Redis endpoint: give --redis-url of the Sentinel master or of the Cluster "
-            "shard holding the registry's hash tag (every key of a registry is on one shard)"
-        )
-        return EXIT_USAGE
     if opts.settings.embedded:
         _error(
-            "--redis-url (or NAMESRV_REDIS_URL) is required: the Spark executors read the snapshots from a "
-            "shared Redis (embedded mode keeps them inside the serving process)"
+            "--redis-url or --redis-sentinels (or NAMESRV_REDIS_URL / NAMESRV_REDIS_SENTINELS) is required: the "
+            "Spark executors read the snapshots from a shared Redis (embedded mode keeps them inside the serving "
+            "process)"
         )
         return EXIT_USAGE
     if opts.weights:
@@ -489,7 +490,7 @@ def exit_code_of(step: Callable[[], Any], opts: JobOptions) -> int | None:
         _error(str(e))
         return EXIT_USAGE
     except StoreUnavailable as e:
-        _error(f"Redis at {opts.settings.masked()['redis_url']}: {e.message}")
+        _error(f"Redis at {redis_where(opts.settings)}: {e.message}")
         return EXIT_FAILED
     return None
 
