@@ -198,6 +198,10 @@ class RouteStore:
     async def load_scripts(self) -> None:
         """SCRIPT LOAD every script (readiness); calls also reload by themselves after a Redis restart."""
         try:
+            if self.cluster and self.bulk_redis is not self.redis:
+                # Both clients learn every node now, while the seed node answers: a client that first connects
+                # after the seed died has no other node to ask and never recovers ("cannot be connected").
+                await self.bulk_redis.initialize()
             for name, script in self._scripts.items():
                 self._shas[name] = await self.redis.script_load(script.source)
         except REDIS_ERRORS as exc:

@@ -345,6 +345,9 @@ async def test_cluster_wait_must_ride_on_the_writing_connection(cluster_topology
             p.incr("{nsrv}:other")
             p.execute_command("WAIT", 1, 2000, target_nodes=rc2.get_node_from_key("{nsrv}:other"))
             assert await p.execute() == [1, 1]
+        # precondition: the default node's own replica is attached and acknowledging (it may still be syncing
+        # after an earlier test restarted it), so a bare WAIT there answers at once below
+        assert await rc.execute_command("WAIT", 1, 10_000) == 1, "the default node's replica is not attached"
         replica.freeze()  # the owner's replica stops acknowledging
         try:
             await rc.incr("{nsrv}:ver")

@@ -86,7 +86,8 @@ async def eventually(what, pred, timeout=15.0):
         except StoreUnavailable as exc:
             last = exc
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout}s (last error {last!r})")
+    cause = last.__cause__ if last is not None else None
+    raise AssertionError(f"{what}: not within {timeout}s (last error {last!r}, from {cause!r})")
 
 
 def owner_node(topo, prefix: str):
@@ -277,6 +278,33 @@ async def test_cluster_subscription_moves_off_a_dead_node(make_cluster_topology)
                 return any(e.endswith("\nT0") for e in events[n:])
 
             await eventually("events arrive through another node", event_arrives, timeout=30)
+    finally:
+        await store.close()
+
+
+async def test_cluster_seed_node_dying_after_start_is_survived_by_both_clients(make_cluster_topology):
+    """The URL names one seed node. Once started, neither client needs it: registrations (the bulk client, not
+    used before) and reads still find the cluster after the seed is killed and its slots fail over."""
+    c: ClusterTopology = make_cluster_topology()
+    seed = c.live()[0]
+    prefix = "c" + uuid.uuid4().hex[:6]
+    store = connect_store(settings_for(c, key_prefix=prefix))
+    try:
+        await store.load_scripts()
+        assert store.bulk_redis is not store.redis
+        slot = c.slot_of(f"{{{prefix}}}:ver")
+        if seed is c.node_for_slot(slot):
+            await asyncio.to_thread(c.kill_primary, slot)
+        else:
+            seed.kill()
+        names = itertools.count()
+
+        async def registered() -> bool:
+            i = next(names)
+            await store.register_broker(broker(f"b{i}", 1, f"10.0.3.{i}:1"))
+            return (await store.get_route("T0")) is not None
+
+        await eventually("a registration after the seed died", registered, timeout=30)
     finally:
         await store.close()
 
