@@ -43,8 +43,8 @@ async def take_snapshot(store, retention_s=86_400, **kw) -> str:
 ROOT = Path(__file__).resolve().parent
 PREFIX = "bench"
 SIZES = {"tiny": dict(topics=50, duration=1, rounds=1, visibility=20, snapshot_rows=2_000, connections=16),
-         "quick": dict(topics=1000, duration=5, rounds=3, visibility=200, snapshot_rows=100_000, connections=64),
-         "full": dict(topics=1000, duration=10, rounds=5, visibility=1000, snapshot_rows=100_000, connections=64)}
+         "quick": dict(topics=1000, duration=2, rounds=9, visibility=200, snapshot_rows=100_000, connections=64),
+         "full": dict(topics=1000, duration=3, rounds=21, visibility=1000, snapshot_rows=100_000, connections=64)}
 
 
 # ---------------------------------------------------------------------------- processes
@@ -159,15 +159,19 @@ def measured(url: str, pid: int, script: str, size: dict, *args: str) -> dict:
 
 
 def paired(ceiling: tuple[str, int], service: tuple[str, int], script: str, size: dict, *args: str) -> dict:
-    """Alternate wrk runs against the ceiling and the service, `rounds` times each, both servers up all along:
-    a noisy neighbour slows both sides of a round alike. The ratio is the median of the per-round ratios; the
+    """Alternate short wrk runs against the ceiling and the service, `rounds` times each, both servers up all
+    along: a noisy neighbour slows both sides of a round alike, and many short rounds outvote the slow ones. The ratio is the median of the per-round ratios; the
     CPU ratio (ceiling's CPU per request / the service's) says the same without counting wrk's share."""
     for url, _ in (ceiling, service):  # warm-up
         wrk(url, script, 1, size["connections"], *args)
     rounds = []
-    for _ in range(size["rounds"]):
-        bare = measured(*ceiling, script, size, *args)
-        svc = measured(*service, script, size, *args)
+    for i in range(size["rounds"]):
+        if i % 2:  # ceiling first, then service first: a drift within a round favours neither side
+            svc = measured(*service, script, size, *args)
+            bare = measured(*ceiling, script, size, *args)
+        else:
+            bare = measured(*ceiling, script, size, *args)
+            svc = measured(*service, script, size, *args)
         cpu = (bare["cpu_us_per_request"] / svc["cpu_us_per_request"]
                if bare["cpu_us_per_request"] and svc["cpu_us_per_request"] else None)
         rounds.append({"ceiling": bare, "service": svc, "ratio": svc["rps"] / bare["rps"], "cpu_ratio": cpu})
