@@ -27,6 +27,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
                    "NAMESRV_REDIS_MASTER_NAME, default mymaster)")
     p.add_argument("--redis-cluster", action="store_const", const=True, help="Redis Cluster mode: --redis-url "
                    "names any seed node (env NAMESRV_REDIS_CLUSTER=true)")
+    p.add_argument("--redis-cluster-nodes", help="Redis Cluster mode: more seed nodes host:port,host:port besides "
+                   "--redis-url's (env NAMESRV_REDIS_CLUSTER_NODES)")
     p.add_argument("--key-prefix", help="key prefix / hash tag (env NAMESRV_KEY_PREFIX, default nsrv)")
 
 
@@ -71,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> Settings:
     flags = {k: getattr(args, k, None) for k in ("host", "port", "remoting_port", "workers", "redis_url",
                                                   "redis_sentinels", "redis_master_name", "redis_cluster",
-                                                  "key_prefix")}
+                                                  "redis_cluster_nodes", "key_prefix")}
     return load_settings(file=getattr(args, "config_file", None), flags=flags)
 
 

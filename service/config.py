@@ -97,6 +97,9 @@ class Settings:
     redis_sentinel_password: str = _setting("", "Sentinel mode: password of the sentinels themselves (the data "
                                                 "nodes use redis_password)", secret=True)
     redis_cluster: bool = _setting(False, "Redis Cluster mode: redis_url names any seed node")
+    redis_cluster_nodes: str = _setting("", "Redis Cluster mode: more seed nodes, host:port,host:port, besides "
+                                            "redis_url's (scheme, password and TLS come from redis_url); any one "
+                                            "reachable at start is enough")
     redis_wait_replicas: int = _setting(0, "admin writes (and registrations with redis_wait_registrations) are "
                                            "acknowledged only once this many replicas have them (WAIT); 0 = off",
                                         minimum=0, maximum=16)
@@ -344,7 +347,10 @@ def check_cross(s: Settings) -> None:
         raise ConfigError("key_prefix: letters, digits, '_', '-', '.' only (1..64)")
     if s.redis_url and not re.match(r"^(redis|rediss|unix)://", s.redis_url):
         raise ConfigError("redis_url: must start with redis://, rediss:// or unix://")
-    parse_sentinels(s.redis_sentinels)
+    parse_addresses(s.redis_sentinels)
+    parse_addresses(s.redis_cluster_nodes, "redis_cluster_nodes")
+    if s.redis_cluster_nodes and not s.redis_cluster:
+        raise ConfigError("redis_cluster_nodes: seed nodes are for Redis Cluster mode (set redis_cluster)")
     if s.redis_sentinels and s.redis_url:
         raise ConfigError("redis_sentinels and redis_url: set one (Sentinel mode asks the sentinels for the "
                           "master)")
@@ -370,8 +376,8 @@ def check_cross(s: Settings) -> None:
         raise ConfigError(f"remoting_tls_ca_file: no such file {s.remoting_tls_ca_file!r}")
 
 
-def parse_sentinels(spec: str) -> list[tuple[str, int]]:
-    """`host:port,host:port` (IPv6 as `[::1]:26379`) → [(host, port)]."""
+def parse_addresses(spec: str, setting: str = "redis_sentinels") -> list[tuple[str, int]]:
+    """`host:port,host:port` (IPv6 as `[::1]:26379`) → [(host, port)]; errors name `setting`."""
     out: list[tuple[str, int]] = []
     for part in (p.strip() for p in spec.split(",")):
         if not part:
@@ -379,7 +385,7 @@ def parse_sentinels(spec: str) -> list[tuple[str, int]]:
         m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([A-Za-z0-9_.-]+):([0-9]{1,5})", part)
         port = int(m.group(2) or m.group(4)) if m else 0
         if not m or not 0 < port < 65536:
-            raise ConfigError(f"redis_sentinels: {part!r} is not host:port")
+            raise ConfigError(f"{setting}: {part!r} is not host:port")
         out.append((m.group(1) or m.group(3), port))
     return out
 

@@ -172,6 +172,9 @@ NAMESRV_REDIS_SENTINELS: {{ join "," .Values.redis.sentinel.addresses | quote }}
 NAMESRV_REDIS_MASTER_NAME: {{ .Values.redis.sentinel.masterName | quote }}
 {{- else if eq $mode "cluster" }}
 NAMESRV_REDIS_CLUSTER: "true"
+{{- with .Values.redis.cluster.seeds }}
+NAMESRV_REDIS_CLUSTER_NODES: {{ join "," . | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 

@@ -13,13 +13,13 @@ from typing import Any
 
 import fakeredis
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 
-from service.config import Settings, parse_sentinels
+from service.config import Settings, parse_addresses
 from service.store.routes import RouteStore, StoreLimits
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def make_sentinel(settings: Settings) -> Sentinel:
     data: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": connect_s}
     if settings.redis_password:
         data["password"] = settings.redis_password
-    return Sentinel(parse_sentinels(settings.redis_sentinels), sentinel_kwargs=sentinel_kwargs, **data)
+    return Sentinel(parse_addresses(settings.redis_sentinels), sentinel_kwargs=sentinel_kwargs, **data)
 
 
 def make_redis(settings: Settings, bulk: bool = False, sentinel: Sentinel | None = None) -> Client:
@@ -97,8 +97,11 @@ def make_redis(settings: Settings, bulk: bool = False, sentinel: Sentinel | None
         cluster_ask.apply()  # C4: redis-py 8.1's ASK redirection needs LIFO connection reuse (see the module)
         # Every key of a registry hashes to one slot, so every script runs on the slot's primary (C1);
         # MOVED/ASK are followed by the client, connection errors refresh its slot map.
+        # More seeds than the URL's: any one answering at start is enough (then the clients know every node).
+        seeds = [ClusterNode(host, port) for host, port in parse_addresses(settings.redis_cluster_nodes,
+                                                                           "redis_cluster_nodes")]
         return RedisCluster.from_url(settings.redis_url, max_connections=BULK_POOL_SIZE if bulk else POOL_SIZE,
-                                     retry_on_error=[BusyLoadingError], **common)
+                                     retry_on_error=[BusyLoadingError], startup_nodes=seeds or None, **common)
     # A burst beyond the pool waits for a free connection (bounded) instead of failing at once.
     pool = aioredis.BlockingConnectionPool.from_url(
         settings.redis_url,

@@ -65,15 +65,17 @@ class RedisSpec:
     master_name: str = "mymaster"
     sentinel_password: str | None = None
     cluster: bool = False
+    cluster_nodes: tuple[tuple[str, int], ...] = ()  # more seeds than the URL's node
 
     @classmethod
     def from_settings(cls, s: Any) -> RedisSpec:
         """The spec of a service.config.Settings (any of the three deployments)."""
-        from service.config import parse_sentinels
+        from service.config import parse_addresses
 
-        return cls(s.redis_url, password=s.redis_password or None, sentinels=tuple(parse_sentinels(s.redis_sentinels)),
+        return cls(s.redis_url, password=s.redis_password or None, sentinels=tuple(parse_addresses(s.redis_sentinels)),
                    master_name=s.redis_master_name, sentinel_password=s.redis_sentinel_password or None,
-                   cluster=s.redis_cluster)
+                   cluster=s.redis_cluster,
+                   cluster_nodes=tuple(parse_addresses(s.redis_cluster_nodes, "redis_cluster_nodes")))
 
     def client(self) -> redis.Redis:
         kwargs: dict[str, Any] = {
@@ -91,9 +93,10 @@ class RedisSpec:
                 fast["password"] = self.sentinel_password
             return Sentinel(list(self.sentinels), sentinel_kwargs=fast, **kwargs).master_for(self.master_name)
         if self.cluster:
-            from redis.cluster import RedisCluster
+            from redis.cluster import ClusterNode, RedisCluster
 
-            return RedisCluster.from_url(self.url, **kwargs)  # type: ignore[return-value]
+            seeds = [ClusterNode(host, port) for host, port in self.cluster_nodes] or None
+            return RedisCluster.from_url(self.url, startup_nodes=seeds, **kwargs)  # type: ignore[return-value]
         return redis.Redis.from_url(self.url, **kwargs)
 
 

@@ -161,7 +161,8 @@ def write_readme_table() -> None:
 
 # Settings the chart derives from other values rather than listing them under `config` (tests/helm keeps this
 # list and the templates in step).
-DERIVED = {"port", "redis_url", "remoting_port", "redis_sentinels", "redis_master_name", "redis_cluster"}
+DERIVED = {"port", "redis_url", "remoting_port", "redis_sentinels", "redis_master_name", "redis_cluster",
+           "redis_cluster_nodes"}
 
 
 def sync_config(skip_prefixes: tuple[str, ...] = ()) -> list[str]:

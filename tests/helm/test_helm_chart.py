@@ -546,9 +546,11 @@ def test_redis_sentinel_mode(render):
 
 def test_redis_cluster_mode(render):
     r = render({"redis": {"enabled": False, "mode": "cluster", "url": "redis://seed.redis:6379",
+                          "cluster": {"seeds": ["seed-1.redis:6379", "seed-2.redis:6379"]},
                           "existingSecret": "cluster-pw"}, "config": {"redisWaitReplicas": 1}})
     cm = r.configmap
     assert (cm["NAMESRV_REDIS_URL"], cm["NAMESRV_REDIS_CLUSTER"]) == ("redis://seed.redis:6379", "true")
+    assert cm["NAMESRV_REDIS_CLUSTER_NODES"] == "seed-1.redis:6379,seed-2.redis:6379"
     assert "NAMESRV_REDIS_SENTINELS" not in cm and cm["NAMESRV_REDIS_WAIT_REPLICAS"] == "1"
     settings = load_settings(env=cm)
     assert (settings.redis_mode, settings.redis_wait_replicas) == ("cluster", 1)

@@ -309,6 +309,41 @@ async def test_cluster_seed_node_dying_after_start_is_survived_by_both_clients(m
         await store.close()
 
 
+async def test_cluster_starts_through_any_of_several_seed_nodes(make_cluster_topology):
+    """redis_url's node down at start (a seed list exists for that): the workers' clients and the Spark job's
+    reader start through redis_cluster_nodes instead."""
+    from tests.redis_server import free_port
+
+    c: ClusterTopology = make_cluster_topology()
+    prefix = "c" + uuid.uuid4().hex[:6]
+    dead = free_port()  # nothing listens there
+    live = c.live()[1]
+    env = {"NAMESRV_REDIS_URL": f"redis://127.0.0.1:{dead}", "NAMESRV_REDIS_CLUSTER": "true",
+           "NAMESRV_REDIS_CLUSTER_NODES": f"127.0.0.1:{free_port()},127.0.0.1:{live.port}",
+           "NAMESRV_KEY_PREFIX": prefix}
+    if c.password:
+        env["NAMESRV_REDIS_PASSWORD"] = c.password
+    settings = load_settings(env=env)
+    store = connect_store(settings)
+    try:
+        await store.load_scripts()
+        await store.register_broker(broker("b0", 2))
+        assert (await store.get_route("T1")) is not None
+        await SnapshotStore(store).take(retention_s=3600)
+    finally:
+        await store.close()
+    with SnapshotReader(RedisSpec.from_settings(settings), prefix) as reader:
+        reader.ping()
+        assert len(reader.list_snapshots(0)) == 1
+    only_url = load_settings(env={k: v for k, v in env.items() if k != "NAMESRV_REDIS_CLUSTER_NODES"})
+    store = connect_store(only_url)
+    try:
+        with pytest.raises(StoreUnavailable):
+            await store.load_scripts()  # the seed list is what made the difference
+    finally:
+        await store.close()
+
+
 async def test_single_mode_over_tls_with_a_ca_file(tmp_path):
     """One server over TLS (rediss:// with the CA file in the URL): scripts and the change events work."""
     import os

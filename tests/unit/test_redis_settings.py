@@ -16,17 +16,17 @@ from redis.exceptions import (
 )
 
 from service.cli import build_parser, main, settings_from
-from service.config import ConfigError, load_settings, parse_sentinels
+from service.config import ConfigError, load_settings, parse_addresses
 from service.errors import StoreUnavailable
 from service.store.routes import PER_TOPIC_S, StoreLimits, translate
 
 
 def test_sentinel_addresses():
-    assert parse_sentinels(" s1:26379, 10.0.0.2:26380,[::1]:5000 ,") == [
+    assert parse_addresses(" s1:26379, 10.0.0.2:26380,[::1]:5000 ,") == [
         ("s1", 26379), ("10.0.0.2", 26380), ("::1", 5000)]
     for bad in ("s1", "s1:0", "s1:70000", "s 1:1", "[::1]", "http://s1:1"):
         with pytest.raises(ConfigError, match="redis_sentinels"):
-            parse_sentinels(bad)
+            parse_addresses(bad)
 
 
 @pytest.mark.parametrize(("env", "mode"), [
@@ -48,6 +48,9 @@ def test_one_setting_per_mode(env, mode):
     ({"NAMESRV_REDIS_SENTINELS": "s1:1", "NAMESRV_REDIS_CLUSTER": "true"}, "does not use sentinels"),
     ({"NAMESRV_REDIS_CLUSTER": "true"}, "seed node"),
     ({"NAMESRV_REDIS_CLUSTER": "true", "NAMESRV_REDIS_URL": "unix:///s.sock"}, "not unix"),
+    ({"NAMESRV_REDIS_URL": "redis://h:1", "NAMESRV_REDIS_CLUSTER_NODES": "a:1"}, "Cluster mode"),
+    ({"NAMESRV_REDIS_URL": "redis://h:1", "NAMESRV_REDIS_CLUSTER": "true", "NAMESRV_REDIS_CLUSTER_NODES": "a:1,b"},
+     "redis_cluster_nodes: 'b' is not host:port"),
     ({"NAMESRV_REDIS_WAIT_REPLICAS": "-1"}, "minimum"),
     ({"NAMESRV_REDIS_DEADLINE_MS": "10"}, "minimum"),
 ])
