@@ -160,8 +160,9 @@ def measured(url: str, pid: int, script: str, size: dict, *args: str) -> dict:
 
 def paired(ceiling: tuple[str, int], service: tuple[str, int], script: str, size: dict, *args: str) -> dict:
     """Alternate short wrk runs against the ceiling and the service, `rounds` times each, both servers up all
-    along: a noisy neighbour slows both sides of a round alike, and many short rounds outvote the slow ones. The ratio is the median of the per-round ratios; the
-    CPU ratio (ceiling's CPU per request / the service's) says the same without counting wrk's share."""
+    along: a noisy neighbour slows both sides of a round alike, and many short rounds outvote the slow ones.
+    The ratio is the median of the per-round ratios; the CPU ratio (ceiling's CPU per request / the service's)
+    says the same without counting wrk's share."""
     for url, _ in (ceiling, service):  # warm-up
         wrk(url, script, 1, size["connections"], *args)
     rounds = []

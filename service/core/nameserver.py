@@ -132,7 +132,8 @@ class NameServer:
         caller's role and before its cluster binding; a large raw body is decoded and validated in a parser
         process, so a broker with 100 000 topics does not stall this worker's event loop. A cluster-bound
         credential may not take an address a live broker of another cluster holds, nor add its broker to a topic
-        whose queues live only on other clusters (unless allow_cross_cluster_topics; system topics are exempt). `connection`: the native connection it came on, whose close unregisters it."""
+        whose queues live only on other clusters (unless allow_cross_cluster_topics; system topics are exempt).
+        `connection`: the native connection it came on, whose close unregisters it."""
         self.access.require(who, Role.BROKER)
         if isinstance(body, bytes | bytearray):
             if decode is None:

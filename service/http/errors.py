@@ -41,8 +41,8 @@ class BodyTimeout(InvalidArgument):
 
 # The most specific class in an error's MRO decides its status.
 STATUS: dict[type[NamesrvError], int] = {
-    NamesrvError: 500, InvalidArgument: 400, PayloadTooLarge: 413, BodyTimeout: 408, Unsupported: 404, MethodNotAllowed: 405,
-    Unauthorized: 401, Forbidden: 403, Disabled: 403, TopicNotExist: 404, QueryNotFound: 404,
+    NamesrvError: 500, InvalidArgument: 400, PayloadTooLarge: 413, BodyTimeout: 408, Unsupported: 404,
+    MethodNotAllowed: 405, Unauthorized: 401, Forbidden: 403, Disabled: 403, TopicNotExist: 404, QueryNotFound: 404,
     BrokerNotFound: 404, Conflict: 409, Unavailable: 503,
 }
 

@@ -35,9 +35,10 @@ def restore(url: str, prefix: str, *, silent_ms: dict[str, int]) -> None:
     keys = FIXTURE["keys"]
     now = r.time()
     now_ms = now[0] * 1000 + now[1] // 1000
-    written_ms = max(score for _, score in keys["{%s}:live" % FIXTURE["prefix"]]["value"])
+    old_tag = "{" + FIXTURE["prefix"] + "}"
+    written_ms = max(score for _, score in keys[old_tag + ":live"]["value"])
     for name, entry in keys.items():
-        key = name.replace("{%s}" % FIXTURE["prefix"], "{%s}" % prefix, 1)
+        key = name.replace(old_tag, "{" + prefix + "}", 1)
         kind, value = entry["type"], entry["value"]
         if kind == "string":
             r.set(key, value)

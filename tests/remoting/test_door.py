@@ -357,10 +357,9 @@ async def test_a_peer_that_never_reads_its_replies_is_no_longer_read(door):
     """Replies for a client that does not read do not pile up in the worker: past the transport's high-water mark
     the connection stops being read (its requests wait in the kernel and in the client), others go on."""
     import asyncio
+    import socket
 
     from service.remoting.codec import RemotingCommand, encode
-
-    import socket
 
     c = await door.client()
     await register(c)
