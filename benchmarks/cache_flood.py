@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 import time
@@ -21,7 +20,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from benchmarks.harness import git_info, machine_info
+from benchmarks.harness import git_info, machine_info, write_results
 from benchmarks.http_bench import namesrv, stop
 from tests.redis_server import RedisServer, free_port
 from tests.remoting.client import Client
@@ -93,12 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|",
         f"| {base:.1f} MB | {after_first:.1f} MB | {after_second:.1f} MB | {entries:.0f} |",
     ]) + "\n"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "-tiny" if args.tiny else ""
-    (out / f"cache_flood{suffix}.json").write_text(json.dumps(res, indent=2) + "\n")
-    (out / f"cache_flood{suffix}.md").write_text(table)
-    print(table)
+    write_results(Path(args.out), "cache_flood", res, table, args.tiny)
     return 0
 
 

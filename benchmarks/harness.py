@@ -251,7 +251,18 @@ async def measure(
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+                     + b"\n")
+
+
+def write_results(out_dir: Path, name: str, doc: dict[str, Any], table: str, tiny: bool = False) -> Path:
+    """`<name>[-tiny].json` and `.md` in `out_dir`, the table printed; returns the path without its suffix (the
+    tiny run's files stay apart from the published ones)."""
+    base = Path(out_dir) / (name + ("-tiny" if tiny else ""))
+    write_json(base.with_suffix(".json"), doc)
+    base.with_suffix(".md").write_text(table)
+    print(table)
+    return base
 
 
 def markdown_table(rows: Iterable[dict[str, Any]]) -> str:

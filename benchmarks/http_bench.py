@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -30,7 +29,7 @@ import orjson
 import redis
 import redis.asyncio as aioredis
 
-from benchmarks.harness import environment, git_info, machine_info, percentiles
+from benchmarks.harness import environment, git_info, machine_info, percentiles, write_results
 from service.models import RegisterBroker, TopicConfig
 from service.store import RouteStore, SnapshotStore
 from tests.invariants import jsonable
@@ -385,12 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         server.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
     res["versions"] = environment(res["machine"].get("redis_server", ""))["versions"]
-    suffix = "" if mode != "tiny" else "-tiny"
-    (out / f"http{suffix}.json").write_text(json.dumps(res, indent=2) + "\n")
-    table = markdown(res)
-    (out / f"http{suffix}.md").write_text(table)
-    plot(res, out / f"http{suffix}.png")
-    print(table)
+    base = write_results(out, "http", res, markdown(res), mode == "tiny")
+    plot(res, base.with_suffix(".png"))
     return 0
 
 

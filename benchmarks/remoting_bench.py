@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-from benchmarks.harness import git_info, machine_info
+from benchmarks.harness import git_info, machine_info, write_results
 from benchmarks.http_bench import cpu_seconds, namesrv, seed, start, stop, wrk
 from tests.redis_server import RedisServer, free_port
 
@@ -150,13 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     res.update({"mode": mode, "size": size, "date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10],
                 "machine": machine_info()})
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "" if mode != "tiny" else "-tiny"
-    (out / f"remoting{suffix}.json").write_text(json.dumps(res, indent=2) + "\n")
-    table = markdown(res)
-    (out / f"remoting{suffix}.md").write_text(table)
-    print(table)
+    write_results(Path(args.out), "remoting", res, markdown(res), mode == "tiny")
     return 0
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 import threading
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-from benchmarks.harness import git_info, machine_info
+from benchmarks.harness import git_info, machine_info, write_results
 from benchmarks.http_bench import namesrv, seed, stop, wrk
 from tests.redis_server import RedisServer
 
@@ -109,12 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{lag_after['max_ms']:.1f} | {res['lag_during_registrations']['over_50ms']:.0f} of "
         f"{res['lag_during_registrations']['samples']:.0f} |",
     ]) + "\n"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "-tiny" if args.tiny else ""
-    (out / f"stall{suffix}.json").write_text(json.dumps(res, indent=2) + "\n")
-    (out / f"stall{suffix}.md").write_text(table)
-    print(table)
+    write_results(Path(args.out), "stall", res, table, args.tiny)
     return 0
 
 
