@@ -400,41 +400,34 @@ def chart_heatmap(
 
 def chart_imbalance(imbalance: pd.DataFrame) -> bytes:
     """Per cluster, broker-load Gini and max/mean over the window."""
-    fig = Figure(figsize=(9, 5))
     if imbalance.empty:
-        return _empty(fig, "no snapshots")
-    ax1, ax2 = fig.subplots(2, 1, sharex=True)
-    for cluster, g in imbalance.sort_values("takenAt").groupby("cluster"):
-        t = pd.to_datetime(g["takenAt"], unit="ms", utc=True)
-        ax1.plot(t, g["gini"], marker="o", markersize=3, label=str(cluster))
-        ax2.plot(t, g["maxMeanRatio"], marker="o", markersize=3, label=str(cluster))
-    ax1.set_ylabel("Gini of broker load")
-    ax1.set_ylim(bottom=0)
-    ax2.set_ylabel("max / mean broker load")
-    ax2.set_xlabel("snapshot time (UTC)")
-    ax1.set_title("Cluster imbalance over time")
-    ax1.legend(loc="upper left", fontsize=8)
-    ax2.tick_params(axis="x", labelrotation=30)
-    fig.tight_layout()
-    return _png(fig)
+        return _empty(Figure(figsize=(9, 5)), "no snapshots")
+    return _gini_and(imbalance, "takenAt", "maxMeanRatio", "max / mean broker load", "snapshot time (UTC)",
+                     "Cluster imbalance over time", (9, 5))
 
 
 def chart_runs(series: list[dict[str, Any]]) -> bytes:
     """Per cluster, broker-load Gini and max share at each kept run (this run last)."""
-    fig = Figure(figsize=(9, 4.5))
     if not series:
-        return _empty(fig, "no earlier runs kept yet")
-    frame = pd.DataFrame(series)
+        return _empty(Figure(figsize=(9, 4.5)), "no earlier runs kept yet")
+    return _gini_and(pd.DataFrame(series), "runAt", "maxShare", "max broker share", "report run (UTC)",
+                     "Clusters over the kept report runs", (9, 4.5))
+
+
+def _gini_and(frame: pd.DataFrame, time_col: str, other: str, other_label: str, xlabel: str, title: str,
+              size: tuple[float, float]) -> bytes:
+    """Two panels sharing a time axis, one line per cluster: the Gini of broker load above, `other` below."""
+    fig = Figure(figsize=size)
     ax1, ax2 = fig.subplots(2, 1, sharex=True)
-    for cluster, g in frame.sort_values("runAt").groupby("cluster"):
-        t = pd.to_datetime(g["runAt"], unit="ms", utc=True)
+    for cluster, g in frame.sort_values(time_col).groupby("cluster"):
+        t = pd.to_datetime(g[time_col], unit="ms", utc=True)
         ax1.plot(t, g["gini"], marker="o", markersize=3, label=str(cluster))
-        ax2.plot(t, g["maxShare"], marker="o", markersize=3, label=str(cluster))
+        ax2.plot(t, g[other], marker="o", markersize=3, label=str(cluster))
     ax1.set_ylabel("Gini of broker load")
     ax1.set_ylim(bottom=0)
-    ax2.set_ylabel("max broker share")
-    ax2.set_xlabel("report run (UTC)")
-    ax1.set_title("Clusters over the kept report runs")
+    ax2.set_ylabel(other_label)
+    ax2.set_xlabel(xlabel)
+    ax1.set_title(title)
     ax1.legend(loc="upper left", fontsize=8)
     ax2.tick_params(axis="x", labelrotation=30)
     fig.tight_layout()
