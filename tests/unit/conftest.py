@@ -36,11 +36,12 @@ async def _core_started(app):
 def make_client(aiohttp_client):
     async def make(**env):
         settings = load_settings(env={f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
-        redis = fakeredis.FakeAsyncRedis(decode_responses=True)
+        server = fakeredis.FakeServer()  # client.fake_server: other clients (e.g. the skew job's) reach the same data
+        redis = fakeredis.FakeAsyncRedis(server=server, decode_responses=True)
         app = create_app(NameServer(RouteStore(redis, settings.key_prefix), settings))
         app.cleanup_ctx.append(_core_started)
         client = await aiohttp_client(app)
-        client.redis = redis
+        client.redis, client.fake_server, client.settings = redis, server, settings
         return client
 
     return make

@@ -7,45 +7,19 @@ import fakeredis
 import orjson
 import pytest
 
-from service.config import load_settings
-from service.core import NameServer
-from service.http.app import create_app
-from service.store import RouteStore
 from service.store.snapshot_reader import RedisSpec, SnapshotReader
-from tests.unit.conftest import READ, _core_started
+from tests.unit.conftest import READ
 
 
 @pytest.fixture
-def app_on(aiohttp_client):
-    """The app on a fakeredis server that the test can also reach with the skew job's (sync) reader."""
-
-    async def make(**env):
-        settings = load_settings(env={f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
-        server = fakeredis.FakeServer()
-        app = create_app(NameServer(RouteStore(fakeredis.FakeAsyncRedis(server=server, decode_responses=True),
-                                               settings.key_prefix), settings))
-        app.cleanup_ctx.append(_core_started)
-        client = await aiohttp_client(app)
-        client.job = SnapshotReader(RedisSpec("redis://unused"), settings.key_prefix,
-                                    client=fakeredis.FakeRedis(server=server))
-        return client
-
-    return make
-
-
-@pytest.fixture
-async def client(app_on):
-    return await app_on()
-
-
-@pytest.fixture
-async def secured(app_on):
-    return await app_on(admin_token="admin-token-123456", read_token=READ)
+async def secured(make_client):
+    return await make_client(admin_token="admin-token-123456", read_token=READ)
 
 
 def job_side(client) -> SnapshotReader:
-    """The skew job's reader on the app's fakeredis server."""
-    return client.job
+    """The skew job's (sync) reader on the app's fakeredis server."""
+    return SnapshotReader(RedisSpec("redis://unused"), client.settings.key_prefix,
+                          client=fakeredis.FakeRedis(server=client.fake_server))
 
 
 def record(run_at: int) -> dict:
