@@ -107,7 +107,7 @@ async def topic_route(request: web.Request) -> web.Response:
         if zone is not None:
             return web.Response(body=ns.encoded_route(topic, entry, ROUTE_VARIANT, encode_route, zone),
                                 content_type=JSON)
-    body = entry.encoded.get(ROUTE_VARIANT) or ns.routes.encoding(topic, entry, ROUTE_VARIANT, encode_route)
+    body = entry.encoded.get(ROUTE_VARIANT) or ns.encoded_route(topic, entry, ROUTE_VARIANT, encode_route)
     return web.Response(body=body, content_type=JSON)
 
 
