@@ -170,6 +170,15 @@ class Settings:
             return "embedded"
         return "cluster" if self.redis_cluster else "single"
 
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        return parse_addresses(self.redis_sentinels)
+
+    @property
+    def cluster_seed_addresses(self) -> list[tuple[str, int]]:
+        """redis_cluster_nodes parsed (redis_url's node is a seed too)."""
+        return parse_addresses(self.redis_cluster_nodes, "redis_cluster_nodes")
+
     def replace(self, **changes: Any) -> "Settings":
         """A copy with some settings changed, each parsed and checked like any other source."""
         for name in changes:
@@ -347,8 +356,7 @@ def check_cross(s: Settings) -> None:
         raise ConfigError("key_prefix: letters, digits, '_', '-', '.' only (1..64)")
     if s.redis_url and not re.match(r"^(redis|rediss|unix)://", s.redis_url):
         raise ConfigError("redis_url: must start with redis://, rediss:// or unix://")
-    parse_addresses(s.redis_sentinels)
-    parse_addresses(s.redis_cluster_nodes, "redis_cluster_nodes")
+    _ = s.sentinel_addresses, s.cluster_seed_addresses  # parsing refuses a malformed host:port list at start
     if s.redis_cluster_nodes and not s.redis_cluster:
         raise ConfigError("redis_cluster_nodes: seed nodes are for Redis Cluster mode (set redis_cluster)")
     if s.redis_sentinels and s.redis_url:

@@ -19,7 +19,7 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 
-from service.config import Settings, parse_addresses
+from service.config import Settings
 from service.store.routes import RouteStore, StoreLimits
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def make_sentinel(settings: Settings) -> Sentinel:
     data: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": connect_s}
     if settings.redis_password:
         data["password"] = settings.redis_password
-    return Sentinel(parse_addresses(settings.redis_sentinels), sentinel_kwargs=sentinel_kwargs, **data)
+    return Sentinel(settings.sentinel_addresses, sentinel_kwargs=sentinel_kwargs, **data)
 
 
 def make_redis(settings: Settings, bulk: bool = False, sentinel: Sentinel | None = None) -> Client:
@@ -98,8 +98,7 @@ def make_redis(settings: Settings, bulk: bool = False, sentinel: Sentinel | None
         # Every key of a registry hashes to one slot, so every script runs on the slot's primary (C1);
         # MOVED/ASK are followed by the client, connection errors refresh its slot map.
         # More seeds than the URL's: any one answering at start is enough (then the clients know every node).
-        seeds = [ClusterNode(host, port) for host, port in parse_addresses(settings.redis_cluster_nodes,
-                                                                           "redis_cluster_nodes")]
+        seeds = [ClusterNode(host, port) for host, port in settings.cluster_seed_addresses]
         return RedisCluster.from_url(settings.redis_url, max_connections=BULK_POOL_SIZE if bulk else POOL_SIZE,
                                      retry_on_error=[BusyLoadingError], startup_nodes=seeds or None, **common)
     # A burst beyond the pool waits for a free connection (bounded) instead of failing at once.

@@ -70,12 +70,9 @@ class RedisSpec:
     @classmethod
     def from_settings(cls, s: Any) -> RedisSpec:
         """The spec of a service.config.Settings (any of the three deployments)."""
-        from service.config import parse_addresses
-
-        return cls(s.redis_url, password=s.redis_password or None, sentinels=tuple(parse_addresses(s.redis_sentinels)),
+        return cls(s.redis_url, password=s.redis_password or None, sentinels=tuple(s.sentinel_addresses),
                    master_name=s.redis_master_name, sentinel_password=s.redis_sentinel_password or None,
-                   cluster=s.redis_cluster,
-                   cluster_nodes=tuple(parse_addresses(s.redis_cluster_nodes, "redis_cluster_nodes")))
+                   cluster=s.redis_cluster, cluster_nodes=tuple(s.cluster_seed_addresses))
 
     def client(self) -> redis.Redis:
         kwargs: dict[str, Any] = {
