@@ -1,14 +1,17 @@
-"""Handler-test fixtures: a real aiohttp server (aiohttp_client) over fakeredis, settings overridable."""
+"""Handler-test fixtures: a real aiohttp server (aiohttp_client) over fakeredis, settings overridable, served
+by the production Runner (JSON protocol errors, the route read's shortcut past the router)."""
 
 from __future__ import annotations
 
 import fakeredis
 import pytest
+from aiohttp.test_utils import TestServer
 
 from service.config import load_settings
 from service.core import NameServer
 from service.http.app import create_app
 from service.http.handlers import NS
+from service.http.runner import Runner
 from service.server import running
 from service.store import RouteStore
 
@@ -27,6 +30,13 @@ def master(cluster="C1", name="broker-a", bid=0, addr="10.0.0.1:10911", topics=N
     return body
 
 
+class NamesrvTestServer(TestServer):
+    """aiohttp's TestServer with the Runner `namesrv serve` uses, so tests see what clients see."""
+
+    async def _make_runner(self, **kwargs):
+        return Runner(self.app, **kwargs)
+
+
 async def _core_started(app):
     async with running(app[NS], scheduler=False):
         yield
@@ -40,7 +50,7 @@ def make_client(aiohttp_client):
         redis = fakeredis.FakeAsyncRedis(server=server, decode_responses=True)
         app = create_app(NameServer(RouteStore(redis, settings.key_prefix), settings))
         app.cleanup_ctx.append(_core_started)
-        client = await aiohttp_client(app)
+        client = await aiohttp_client(NamesrvTestServer(app))
         client.redis, client.fake_server, client.settings = redis, server, settings
         return client
 
