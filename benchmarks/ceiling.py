@@ -1,6 +1,7 @@
 """Ceilings for the benchmarks: the same stacks (aiohttp / asyncio on uvloop) with no NameServer logic.
 
 `--mode route`: returns pre-encoded route bytes for /v1/topics/{topic}/route (what a perfect cache would do);
+`--mode route-unrouted`: the same handler, called by aiohttp's server before its router (what the router costs);
 `--mode evalsha`: /v1/brokers/heartbeat runs one no-op EVALSHA on Redis, then answers a small JSON;
 `--mode remoting`: a bare asyncio Protocol that splits RocketMQ frames and answers each with one fixed,
 pre-encoded route reply frame.
@@ -27,6 +28,25 @@ def route_app(bodies: dict[str, bytes]) -> web.Application:
     app = web.Application()
     app.router.add_get("/v1/topics/{topic}/route", route)
     return app
+
+
+async def serve_unrouted(app: web.Application, bodies: dict[str, bytes], port: int) -> None:
+    """The route handler's work, called by aiohttp's Server for every GET of a route, the app's router bypassed."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    through_router = runner.server.request_handler
+
+    async def dispatch(request: web.BaseRequest) -> web.StreamResponse:
+        path = request.raw_path
+        if request.method == "GET" and path.startswith("/v1/topics/") and path.endswith("/route"):
+            body = bodies.get(path[11:-6])
+            if body is not None:
+                return web.Response(body=body, content_type="application/json")
+        return await through_router(request)
+
+    runner.server.request_handler = dispatch
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await asyncio.Event().wait()
 
 
 def evalsha_app(redis_url: str) -> web.Application:
@@ -91,7 +111,7 @@ async def serve_remoting(port: int, reply: bytes) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=["route", "evalsha", "remoting"], required=True)
+    p.add_argument("--mode", choices=["route", "route-unrouted", "evalsha", "remoting"], required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--bodies", help="JSON file topic -> route JSON (route mode)")
     p.add_argument("--redis-url")
@@ -104,10 +124,13 @@ def main() -> None:
             first = next(iter(orjson.loads(fh.read()).values()))
         asyncio.run(serve_remoting(args.port, remoting_reply(orjson.dumps(first))))
         return
-    if args.mode == "route":
+    if args.mode in ("route", "route-unrouted"):
         with open(args.bodies, "rb") as fh:
             bodies = {t: orjson.dumps(v) for t, v in orjson.loads(fh.read()).items()}
         app = route_app(bodies)
+        if args.mode == "route-unrouted":
+            asyncio.run(serve_unrouted(app, bodies, args.port))
+            return
     else:
         app = evalsha_app(args.redis_url)
     web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None)

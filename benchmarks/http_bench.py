@@ -76,14 +76,19 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def namesrv(redis_url: str, workers: int = 1, **env: object) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+def worker_env(redis_url: str, port: int, workers: int = 1, **env: object) -> dict[str, str]:
+    """The environment of a benchmarked `namesrv serve`: the bench's Redis and prefix, loopback, no snapshots."""
     e = {"NAMESRV_REDIS_URL": redis_url, "NAMESRV_KEY_PREFIX": PREFIX, "NAMESRV_HOST": "127.0.0.1",
          "NAMESRV_PORT": str(port), "NAMESRV_REMOTING_PORT": str(free_port()), "NAMESRV_WORKERS": str(workers),
          "NAMESRV_SNAPSHOT_INTERVAL_S": "0",
          "NAMESRV_LOG_LEVEL": "WARNING"}
     e.update({f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
-    proc = start([sys.executable, "-m", "service.cli", "serve"], e)
+    return e
+
+
+def namesrv(redis_url: str, workers: int = 1, **env: object) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = start([sys.executable, "-m", "service.cli", "serve"], worker_env(redis_url, port, workers, **env))
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/readyz")
     return proc, url
@@ -115,14 +120,15 @@ def bench_topics(n: int) -> dict[str, TopicConfig]:
     return {f"T{i}": TopicConfig(8, 8, 6, 0) for i in range(n)}
 
 
-async def seed(redis_url: str, topics: int, brokers: int = 2) -> dict[str, dict]:
+async def seed(redis_url: str, topics: int, brokers: int = 2,
+               heartbeat_timeout_ms: int | None = None) -> dict[str, dict]:
     """Register `brokers` masters each serving every topic; return the encoded routes (the ceiling's bytes)."""
     store = RouteStore(aioredis.Redis.from_url(redis_url, decode_responses=True), PREFIX)
     table = bench_topics(topics)
     for b in range(brokers):
         await store.register_broker(RegisterBroker(
             cluster="BenchCluster", broker_name=f"bench-{b}", broker_id=0, broker_addr=f"10.1.0.{b}:10911",
-            ha_server_addr=f"10.1.0.{b}:10912", topics=table))
+            ha_server_addr=f"10.1.0.{b}:10912", topics=table, heartbeat_timeout_ms=heartbeat_timeout_ms))
     routes = {t: jsonable(await store.get_route(t)) for t in table}
     await store.redis.aclose()
     return routes

@@ -90,3 +90,26 @@ def test_remoting_bench_tiny(tmp_path):
     assert res["http"]["non2xx"] == 0
     table = (tmp_path / "remoting-tiny.md").read_text()
     assert f"{res['native']['rps']:.0f}" in table and f"{res['ratio']:.2f}" in table
+
+
+def test_instructions_bench_tiny(tmp_path):
+    """The callgrind benchmark at tiny size: each count covers exactly the measured reads (counters zeroed after
+    start-up and warm-up: start-up alone is billions of instructions), and the table shows the counts."""
+    need("redis-server")
+    need("valgrind")
+    need("callgrind_control")
+    from benchmarks import instructions
+
+    assert instructions.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "instructions-tiny.json").read_bytes())
+    size = instructions.SIZES["tiny"]
+    for side in ("ceiling", "unrouted", "service"):
+        r = res[side]
+        assert r["requests"] == size["requests"]
+        assert r["per_request"] == r["instructions"] / r["requests"]
+        # a whole HTTP request through Python is tens of thousands of instructions; start-up would be millions
+        assert 20_000 < r["per_request"] < 2_000_000, r
+    assert res["service"]["idle_instructions_per_s"] > 0  # the worker's background work was measured too
+    assert res["ratio"] == res["ceiling"]["per_request"] / res["service"]["per_request"]
+    table = (tmp_path / "instructions-tiny.md").read_text()
+    assert f"{res['service']['per_request']:,.0f}" in table and f"{res['ratio']:.2f}" in table

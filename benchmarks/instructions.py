@@ -1,0 +1,172 @@
+"""Instructions per HTTP route read, counted by valgrind's callgrind: the service against the bare aiohttp ceiling.
+
+    python -m benchmarks.instructions [--quick | --tiny] [--out benchmarks/results]
+
+Throughput on a shared VM swings by 2x within minutes (benchmarks/README.md), so `http_bench`'s req/s ratio can
+land anywhere from 0.7 to 1.0 run to run. The instructions a server executes per request do not depend on the
+neighbours. Each server runs under callgrind: the `namesrv serve` worker; `benchmarks/ceiling.py --mode route`,
+a bare aiohttp handler serving the very same route bytes; and `--mode route-unrouted`, that handler called
+before aiohttp's router. After a warm-up that fills the route cache, its counters are zeroed, a client outside
+valgrind sends exactly N keep-alive GETs of random topics, and the counters are dumped. The worker's count
+includes whatever its background work (cache poll, change events, scheduler) did meanwhile; its idle rate is
+measured too, and reported, not subtracted. Results: instructions.json / instructions.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from benchmarks.harness import environment, git_info, machine_info, write_results
+from benchmarks.http_bench import ROOT, seed, stop, wait_http, worker_env
+from tests.redis_server import RedisServer, free_port
+
+SIZES = {"tiny": dict(topics=50, warm=300, requests=300, connections=8, idle_s=2),
+         "quick": dict(topics=1000, warm=12_000, requests=4_000, connections=64, idle_s=10),
+         "full": dict(topics=1000, warm=20_000, requests=20_000, connections=64, idle_s=20)}
+
+
+async def _send(host: str, port: int, topics: int, total: int, connections: int) -> None:
+    """Exactly `total` GETs of random topics over `connections` keep-alive connections; every reply a 200."""
+
+    async def one(count: int) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            for _ in range(count):
+                writer.write(f"GET /v1/topics/T{random.randrange(topics)}/route HTTP/1.1\r\nHost: bench\r\n\r\n"
+                             .encode())
+                head = await reader.readuntil(b"\r\n\r\n")
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(f"route read answered {head[:40]!r}")
+                length = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+                await reader.readexactly(int(length.group(1)))
+        finally:
+            writer.close()
+
+    per = [total // connections + (1 if i < total % connections else 0) for i in range(connections)]
+    await asyncio.gather(*(one(n) for n in per if n))
+
+
+def _callgrind_total(path: str) -> int:
+    text = Path(path).read_text(errors="replace")
+    m = re.search(r"^summary:\s+(\d+)", text, re.M) or re.search(r"^totals:\s+(\d+)", text, re.M)
+    if m is None:
+        raise RuntimeError(f"no instruction total in {path}")
+    return int(m.group(1))
+
+
+def _dump(pid: int, out: str) -> int:
+    """Dump the counters of the callgrind run `pid` and return the instructions since the last zeroing."""
+    before = set(Path(out).parent.glob(Path(out).name + ".*"))
+    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True, timeout=120)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        new = set(Path(out).parent.glob(Path(out).name + ".*")) - before
+        if new:
+            time.sleep(0.5)  # written in one go, but let the writer finish
+            return _callgrind_total(str(max(new, key=os.path.getmtime)))
+        time.sleep(0.2)
+    raise TimeoutError(f"callgrind wrote no dump for pid {pid}")
+
+
+def measure(name: str, cmd: list[str], env: dict[str, str], port: int, size: dict, tmp: str) -> dict:
+    out = os.path.join(tmp, f"callgrind.{name}")
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
+                             *cmd], env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        wait_http(f"http://127.0.0.1:{port}/v1/topics/T0/route", timeout=600)
+        print(f"[{name}] up under callgrind in {time.monotonic() - t0:.0f} s; warming up", file=sys.stderr,
+              flush=True)
+        asyncio.run(_send("127.0.0.1", port, size["topics"], size["warm"], size["connections"]))
+        res = {"name": name}
+        if size["idle_s"] and name == "service":
+            subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True, timeout=120)
+            time.sleep(size["idle_s"])
+            res["idle_instructions_per_s"] = _dump(proc.pid, out) / size["idle_s"]
+        subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True, timeout=120)
+        t0 = time.monotonic()
+        asyncio.run(_send("127.0.0.1", port, size["topics"], size["requests"], size["connections"]))
+        res["wall_s"] = time.monotonic() - t0
+        total = _dump(proc.pid, out)
+        res.update(requests=size["requests"], instructions=total, per_request=total / size["requests"])
+        print(f"[{name}] {res['per_request']:.0f} instructions per route read", file=sys.stderr, flush=True)
+        return res
+    finally:
+        stop(proc)
+
+
+def markdown(doc: dict) -> str:
+    s, c, u = doc["service"], doc["ceiling"], doc["unrouted"]
+    idle = s.get("idle_instructions_per_s")
+    return "\n".join([
+        f"Measured {doc['date']} on {doc['machine']['summary']}, git {doc['git_sha']}, mode {doc['mode']}: "
+        f"{doc['size']['requests']} route reads of {doc['size']['topics']} topics over "
+        f"{doc['size']['connections']} connections, after {doc['size']['warm']} warm-up reads.",
+        "",
+        "| server | instructions per route read | ceiling ÷ server | target |",
+        "|---|---|---|---|",
+        f"| bare aiohttp handler, same bytes (ceiling) | {c['per_request']:,.0f} | 1.00 | — |",
+        f"| the same handler called before aiohttp's router | {u['per_request']:,.0f} | "
+        f"{c['per_request'] / u['per_request']:.2f} | — (what the router costs) |",
+        f"| rmq-namesrv worker | {s['per_request']:,.0f} | {doc['ratio']:.2f} | ≥ 0.85 |",
+        "",
+        f"The worker's count includes its background work during the run (idle: "
+        f"{'n/a' if idle is None else f'{idle:,.0f}'} instructions/s; the run took {s['wall_s']:.1f} s under "
+        f"callgrind).",
+    ]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="a few minutes (default)")
+    g.add_argument("--full", action="store_true", help="more requests")
+    g.add_argument("--tiny", action="store_true", help="about a minute: the CI smoke test")
+    p.add_argument("--out", default=str(ROOT / "results"))
+    args = p.parse_args(argv)
+    mode = "tiny" if args.tiny else "full" if args.full else "quick"
+    size = SIZES[mode]
+    missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
+    if missing:
+        print(f"{', '.join(missing)} not installed: apt-get install -y valgrind", file=sys.stderr)
+        return 2
+    server = RedisServer().start()
+    tmp = tempfile.mkdtemp(prefix="nsrv-instr-")
+    doc: dict = {"mode": mode, "size": size, "date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10],
+                 "machine": machine_info()}
+    try:
+        # brokers that outlive a slow start under valgrind (the default 120 s timeout would expire them)
+        routes = asyncio.run(seed(server.url, size["topics"], heartbeat_timeout_ms=86_400_000))
+        bodies = os.path.join(tmp, "bodies.json")
+        Path(bodies).write_bytes(orjson.dumps(routes))
+        for name, mode in (("ceiling", "route"), ("unrouted", "route-unrouted")):
+            port = free_port()
+            doc[name] = measure(name, [sys.executable, "-m", "benchmarks.ceiling", "--mode", mode, "--port",
+                                       str(port), "--bodies", bodies], {}, port, size, tmp)
+        port = free_port()
+        doc["service"] = measure("service", [sys.executable, "-m", "service.cli", "serve"],
+                                 worker_env(server.url, port), port, size, tmp)
+    finally:
+        server.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    doc["ratio"] = doc["ceiling"]["per_request"] / doc["service"]["per_request"]
+    doc["versions"] = environment(doc["machine"].get("redis_server", ""))["versions"]
+    write_results(Path(args.out), "instructions", doc, markdown(doc), mode == "tiny")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
