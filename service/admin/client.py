@@ -138,6 +138,9 @@ class HttpApi:
     def skew(self) -> dict[str, Any]:
         return self.call("GET", "/v1/reports/skew")
 
+    def skew_history(self, limit: int) -> dict[str, Any]:
+        return self.call("GET", "/v1/reports/skew/history", query={"limit": str(limit)})
+
     # --- writes
     def delete_topic(self, topic: str, cluster: str | None = None) -> dict[str, Any]:
         return self.call("DELETE", f"/v1/topics/{_seg(topic)}", query={"cluster": cluster})
@@ -259,6 +262,9 @@ class RemotingApi:
         return {"config": {canonical_name(k) or k: v for k, v in props.items()}, "runtime": None}
 
     def skew(self) -> dict[str, Any]:
+        raise self.unsupported("the skew report")
+
+    def skew_history(self, limit: int) -> dict[str, Any]:
         raise self.unsupported("the skew report")
 
     # --- writes

@@ -120,8 +120,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("key")
     p.add_argument("value")
 
-    p = command("skew", "the latest topic load skew report (ours: no mqadmin equivalent)")
+    p = command("skew", "the latest topic load skew report, or the runs before it (ours: no mqadmin equivalent)")
     p.add_argument("--top", type=int, default=10, help="topics listed (default 10)")
+    p.add_argument("--history", type=int, nargs="?", const=10, metavar="N",
+                   help="instead: the last N runs, newest first, one line each (default 10, at most 48)")
     p = command("watch", "live brokers with last-heartbeat age, refreshed (Ctrl-C to stop)")
     p.add_argument("--cluster", help="only this cluster")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
@@ -312,6 +314,12 @@ def cmd_skew(api: Api, args: argparse.Namespace, out: Out) -> int:
 
     if args.top < 1:
         raise AdminError(EXIT_USAGE, "--top: at least 1")
+    if args.history is not None:
+        if not 1 <= args.history <= 48:
+            raise AdminError(EXIT_USAGE, "--history: 1..48 runs")
+        runs = api.skew_history(args.history)
+        out.data(runs, lambda: render.skew_history(runs["runs"]))
+        return EXIT_OK
     res = api.skew()
     out.data(res, lambda: render.skew(res, args.top))
     return EXIT_OK

@@ -188,3 +188,19 @@ def skew(summary: dict[str, Any], top: int) -> Group:
                        display.share(r.get("maxShare")), "+" + display.share(r.get("delta")))
         parts.append(wt)
     return Group(*parts)
+
+
+def skew_history(runs: list[dict[str, Any]]) -> RenderableType:
+    """One line per kept skew run, newest first: when, over what, how many topics flagged, each cluster's Gini."""
+    if not runs:
+        return Text("no skew runs kept yet: the skew job stores one per run (docs/skew-report.md)")
+    t = table("GENERATED", "SNAPSHOT TAKEN", "SNAPSHOTS>", "ROWS>", "TOPICS>", "BROKERS>", "FLAGGED TOPICS",
+              "WORSENING>", "GINI BY CLUSTER", title=f"Skew runs (newest first, {len(runs)})")
+    for r in runs:
+        totals = r.get("totals") or {}
+        flags = ", ".join(f"{k} {v}" for k, v in sorted((totals.get("flags") or {}).items()) if v) or "none"
+        gini = ", ".join(f"{c.get('cluster', '')} {display.number(c.get('gini'))}" for c in r.get("clusters") or [])
+        t.add_row(str(r.get("generatedAt", "-")), display.when(r.get("latestTakenAt")), str(r.get("snapshots", "")),
+                  str(r.get("rows", "")), str(totals.get("topics", "")), str(totals.get("brokers", "")), flags,
+                  str(totals.get("worsening", "")), gini)
+    return t

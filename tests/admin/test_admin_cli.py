@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from tests.console import fleet
-from tests.console.conftest import hostile_summary, store_summary
+from tests.console.conftest import HISTORY, hostile_summary, store_summary
 from tests.integration.conftest import Namesrv
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
@@ -29,7 +29,7 @@ def server(redis_server):
     n = Namesrv(redis_server.url, prefix, admin_token=ADMIN, read_token=READ).wait_ready()
     try:
         fleet.register_all(n.url, ADMIN)
-        store_summary(redis_server.url, prefix, hostile_summary())
+        store_summary(redis_server.url, prefix, hostile_summary(), orjson.loads(HISTORY.read_bytes()))
         yield n
     finally:
         n.stop()
@@ -127,6 +127,29 @@ def test_skew_report(server):
     assert "<script>window.__pwned=3</script>" in topics  # printed as written, markup or not
     assert len(table(topics.split("Worsening")[0])) == 4  # header + 3 topics
     assert orjson.loads(admin(server, "skew", "--json").stdout)["totals"]["topics"] == 10
+
+
+def test_skew_history(server):
+    """The kept runs, newest first, one line each, from what the job stored (tests/console/skew_history.json)."""
+    runs = orjson.loads(HISTORY.read_bytes())
+    r = admin(server, "skew", "--history", token=READ)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"Skew runs (newest first, {len(runs)})")
+    rows = table(r.stdout)[2:]  # title, header
+    assert [row[0] for row in rows] == [run["generatedAt"] for run in runs]
+    newest = runs[0]
+    gini = ", ".join(f"{c['cluster']} {c['gini']:.3f}".rstrip("0") for c in newest["clusters"])
+    assert rows[0][-1] == gini and rows[0][4] == str(newest["totals"]["topics"])
+    assert rows[0][6] == "CONCENTRATED 4, SINGLE_BROKER 2"  # flags counted zero are left out
+    one = table(admin(server, "skew", "--history", "1", token=READ).stdout)
+    assert len(one) == 3 and one[2][0] == newest["generatedAt"]
+    as_json = orjson.loads(admin(server, "skew", "--history", "2", "--json", token=READ).stdout)
+    assert [run["runId"] for run in as_json["runs"]] == [run["runId"] for run in runs]
+    assert "topics" not in as_json["runs"][0]  # the history carries totals and clusters, not the full lists
+    bad = admin(server, "skew", "--history", "0", token=READ)
+    assert bad.returncode == 2 and "--history: 1..48 runs" in bad.stderr
+    native = admin(server, "--server", f"rmq://127.0.0.1:{server.remoting_port}", "skew", "--history", token=READ)
+    assert native.returncode == 2 and "use the HTTP door" in native.stderr
 
 
 def run_on_terminal(server, args: list[str], answer: bytes) -> tuple[int, str]:

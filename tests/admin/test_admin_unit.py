@@ -144,3 +144,7 @@ def test_unreachable_is_exit_3(capsys):
     assert code == 3 and "cannot reach" in capsys.readouterr().err
     code = commands.run(args_for("--server", f"rmq://127.0.0.1:{free_port()}", "route", "T"), env={})
     assert code == 3
+
+
+def test_skew_history_without_runs_says_where_runs_come_from():
+    assert "no skew runs kept yet" in text_of(render.skew_history([]))
