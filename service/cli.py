@@ -25,6 +25,13 @@ def add_common(p: argparse.ArgumentParser) -> None:
                    "instead of --redis-url")
     p.add_argument("--redis-master-name", help="Sentinel mode: monitored service name (env "
                    "NAMESRV_REDIS_MASTER_NAME, default mymaster)")
+    p.add_argument("--redis-sentinel-tls", action="store_const", const=True, help="Sentinel mode: TLS to the "
+                   "sentinels and data nodes (env NAMESRV_REDIS_SENTINEL_TLS=true)")
+    p.add_argument("--redis-tls-ca-file", help="Sentinel mode with TLS: CA bundle of the Redis servers (env "
+                   "NAMESRV_REDIS_TLS_CA_FILE); with --redis-url use rediss://…?ssl_ca_certs=")
+    p.add_argument("--redis-tls-cert-file", help="Sentinel mode with TLS: client certificate (env "
+                   "NAMESRV_REDIS_TLS_CERT_FILE)")
+    p.add_argument("--redis-tls-key-file", help="Sentinel mode with TLS: client key (env NAMESRV_REDIS_TLS_KEY_FILE)")
     p.add_argument("--redis-cluster", action="store_const", const=True, help="Redis Cluster mode: --redis-url "
                    "names any seed node (env NAMESRV_REDIS_CLUSTER=true)")
     p.add_argument("--redis-cluster-nodes", help="Redis Cluster mode: more seed nodes host:port,host:port besides "
@@ -73,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> Settings:
     flags = {k: getattr(args, k, None) for k in ("host", "port", "remoting_port", "workers", "redis_url",
                                                   "redis_sentinels", "redis_master_name", "redis_cluster",
-                                                  "redis_cluster_nodes", "key_prefix")}
+                                                  "redis_cluster_nodes", "redis_sentinel_tls", "redis_tls_ca_file",
+                                                  "redis_tls_cert_file", "redis_tls_key_file", "key_prefix")}
     return load_settings(file=getattr(args, "config_file", None), flags=flags)
 
 

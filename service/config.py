@@ -96,6 +96,15 @@ class Settings:
     redis_master_name: str = _setting("mymaster", "Sentinel mode: the service name the sentinels monitor")
     redis_sentinel_password: str = _setting("", "Sentinel mode: password of the sentinels themselves (the data "
                                                 "nodes use redis_password)", secret=True)
+    redis_sentinel_tls: bool = _setting(False, "Sentinel mode: TLS to the sentinels and to the data nodes they "
+                                               "name (servers checked against redis_tls_ca_file, else the system "
+                                               "CAs, and by host name)")
+    redis_tls_ca_file: str = _setting("", "Sentinel mode with redis_sentinel_tls: CA bundle of the Redis servers' "
+                                          "certificates (with redis_url: its ?ssl_ca_certs= query)")
+    redis_tls_cert_file: str = _setting("", "Sentinel mode with redis_sentinel_tls: client certificate, for servers "
+                                            "with tls-auth-clients (with redis_url: ?ssl_certfile=)")
+    redis_tls_key_file: str = _setting("", "Sentinel mode with redis_sentinel_tls: the client certificate's key "
+                                           "(with redis_url: ?ssl_keyfile=)")
     redis_cluster: bool = _setting(False, "Redis Cluster mode: redis_url names any seed node")
     redis_cluster_nodes: str = _setting("", "Redis Cluster mode: more seed nodes, host:port,host:port, besides "
                                             "redis_url's (scheme, password and TLS come from redis_url); any one "
@@ -173,6 +182,18 @@ class Settings:
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:
         return parse_addresses(self.redis_sentinels)
+
+    @property
+    def sentinel_tls_options(self) -> dict[str, Any]:
+        """redis-py connection options for Sentinel mode's TLS (sentinels and data nodes alike); {} without it."""
+        if not self.redis_sentinel_tls:
+            return {}
+        options: dict[str, Any] = {"ssl": True}
+        for option, path in (("ssl_ca_certs", self.redis_tls_ca_file), ("ssl_certfile", self.redis_tls_cert_file),
+                             ("ssl_keyfile", self.redis_tls_key_file)):
+            if path:
+                options[option] = path
+        return options
 
     @property
     def cluster_seed_addresses(self) -> list[tuple[str, int]]:
@@ -366,6 +387,19 @@ def check_cross(s: Settings) -> None:
         raise ConfigError("redis_cluster and redis_sentinels: Redis Cluster does not use sentinels")
     if s.redis_sentinels and not s.redis_master_name.strip():
         raise ConfigError("redis_master_name: Sentinel mode needs the monitored service name")
+    tls_files = ("redis_tls_ca_file", "redis_tls_cert_file", "redis_tls_key_file")
+    if s.redis_sentinel_tls and not s.redis_sentinels:
+        raise ConfigError("redis_sentinel_tls: TLS settings are for Sentinel mode (with redis_url use rediss:// and "
+                          "its query: ?ssl_ca_certs=/path/ca.pem)")
+    for name in tls_files:
+        path = getattr(s, name)
+        if path and not s.redis_sentinel_tls:
+            raise ConfigError(f"{name}: set redis_sentinel_tls too (Sentinel mode); with redis_url use rediss:// "
+                              "and its query (?ssl_ca_certs=, ?ssl_certfile=, ?ssl_keyfile=)")
+        if path and not os.path.isfile(path):
+            raise ConfigError(f"{name}: no such file {path!r}")
+    if bool(s.redis_tls_cert_file) != bool(s.redis_tls_key_file):
+        raise ConfigError("redis_tls_cert_file and redis_tls_key_file: a client certificate needs both")
     if s.redis_cluster and not s.redis_url:
         raise ConfigError("redis_cluster: needs redis_url naming a seed node of the cluster")
     if s.redis_cluster and s.redis_url.startswith("unix://"):

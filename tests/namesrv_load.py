@@ -34,6 +34,8 @@ def topology_env(topo: SentinelTopology | ClusterTopology) -> dict[str, str]:
                "redis_master_name": topo.service_name}
         if topo.sentinel_password:
             env["redis_sentinel_password"] = topo.sentinel_password
+        if topo.tls_ca_file:
+            env.update(redis_sentinel_tls="true", redis_tls_ca_file=topo.tls_ca_file)
     else:
         env = {"redis_cluster": "true"}
     if topo.password:

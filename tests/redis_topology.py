@@ -229,8 +229,36 @@ class _Topology:
         shutil.rmtree(self.base_dir, ignore_errors=True)
 
 
-def _data_args(node: RedisNode, password: str | None, extra: list[str]) -> list[str]:
-    args = [_exe("redis-server"), "--port", str(node.port), "--bind", HOST, "--dir", node.dir,
+def _openssl(*args: str, cwd: str) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def make_certs(d: str) -> None:
+    """A throwaway CA (ca.crt), a server cert for IP 127.0.0.1 (ip.crt/.key) and one for another name only
+    (other.crt/.key), in directory `d`."""
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+             "-subj", "/CN=nsrv-test-ca", cwd=d)
+    for name, san in (("ip", "IP:127.0.0.1"), ("other", "DNS:redis.internal")):
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                 "-subj", f"/CN={name}", cwd=d)
+        with open(os.path.join(d, f"{name}.ext"), "w") as f:
+            f.write(f"subjectAltName={san}\n")
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.crt", "-days", "1", "-extfile", f"{name}.ext", cwd=d)
+
+
+def _tls_args(tls_dir: str) -> list[tuple[str, str]]:
+    """TLS only (the plain port off), replication over TLS, the 127.0.0.1 certificate, no client certificates."""
+    return [("tls-cert-file", os.path.join(tls_dir, "ip.crt")), ("tls-key-file", os.path.join(tls_dir, "ip.key")),
+            ("tls-ca-cert-file", os.path.join(tls_dir, "ca.crt")), ("tls-auth-clients", "no"),
+            ("tls-replication", "yes")]
+
+
+def _data_args(node: RedisNode, password: str | None, extra: list[str], tls_dir: str | None = None) -> list[str]:
+    ports = ["--port", "0", "--tls-port", str(node.port)] if tls_dir else ["--port", str(node.port)]
+    for key, value in _tls_args(tls_dir) if tls_dir else []:
+        ports += [f"--{key}", value]
+    args = [_exe("redis-server"), *ports, "--bind", HOST, "--dir", node.dir,
             "--logfile", node.log, "--loglevel", "notice", "--daemonize", "no", "--save", "",
             "--appendonly", "no", "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
             "--repl-ping-replica-period", "1", "--enable-debug-command", "local"]
@@ -256,11 +284,13 @@ class SentinelTopology(_Topology):
 
     `password` protects the data nodes (`requirepass` + `masterauth`, and `sentinel auth-pass`);
     `sentinel_password` protects the sentinels (`requirepass` in their conf): the two may differ.
+    `tls=True`: every node (sentinels too) listens on TLS only and replicates over TLS, with a throwaway CA
+    (`tls_ca_file`) and a certificate for 127.0.0.1; clients must verify it.
     """
 
     def __init__(self, *, service_name: str = "mymaster", password: str | None = None,
                  sentinel_password: str | None = None, down_after_ms: int = 1000,
-                 failover_timeout_ms: int = 1000, timeout: float = 30.0) -> None:
+                 failover_timeout_ms: int = 1000, timeout: float = 30.0, tls: bool = False) -> None:
         super().__init__("nsrv-sentinel-", timeout)
         self.service_name = service_name
         self.password = password
@@ -270,6 +300,17 @@ class SentinelTopology(_Topology):
         self.data_nodes = [RedisNode(f"data-{i}", self.base_dir, password) for i in range(2)]
         self.sentinels = [RedisNode(f"sentinel-{i}", self.base_dir, sentinel_password) for i in range(3)]
         self.all_nodes = [*self.data_nodes, *self.sentinels]
+        self.tls_dir: str | None = None
+        if tls:
+            self.tls_dir = os.path.join(self.base_dir, "tls")
+            os.makedirs(self.tls_dir)
+            make_certs(self.tls_dir)
+            for node in self.all_nodes:
+                node.client_kwargs = {"ssl": True, "ssl_ca_certs": self.tls_ca_file}
+
+    @property
+    def tls_ca_file(self) -> str | None:
+        return os.path.join(self.tls_dir, "ca.crt") if self.tls_dir else None
 
     # ---- addresses
 
@@ -307,7 +348,10 @@ class SentinelTopology(_Topology):
 
     def _sentinel_conf(self, node: RedisNode, master: RedisNode) -> str:
         name = self.service_name
-        lines = [f"port {node.port}", f"bind {HOST}", "daemonize no", f'dir "{node.dir}"',
+        ports = [f"port {node.port}"]
+        if self.tls_dir:
+            ports = ["port 0", f"tls-port {node.port}"] + [f"{k} {v}" for k, v in _tls_args(self.tls_dir)]
+        lines = [*ports, f"bind {HOST}", "daemonize no", f'dir "{node.dir}"',
                  f'logfile "{node.log}"', "loglevel notice", "sentinel resolve-hostnames no",
                  f"sentinel monitor {name} {HOST} {master.port} 2",
                  f"sentinel down-after-milliseconds {name} {self.down_after_ms}",
@@ -321,7 +365,7 @@ class SentinelTopology(_Topology):
 
     def _start_data(self, node: RedisNode, replica_of: RedisNode | None) -> None:
         extra = ["--replicaof", HOST, str(replica_of.port)] if replica_of else []
-        node.start(_data_args(node, self.password, extra))
+        node.start(_data_args(node, self.password, extra, self.tls_dir))
 
     def _start_sentinel(self, node: RedisNode) -> None:
         conf = os.path.join(node.dir, "sentinel.conf")

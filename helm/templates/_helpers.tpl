@@ -170,6 +170,17 @@ NAMESRV_REDIS_URL: {{ . | quote }}
 {{- if eq $mode "sentinel" }}
 NAMESRV_REDIS_SENTINELS: {{ join "," .Values.redis.sentinel.addresses | quote }}
 NAMESRV_REDIS_MASTER_NAME: {{ .Values.redis.sentinel.masterName | quote }}
+{{- if .Values.redis.sentinel.tls.enabled }}
+NAMESRV_REDIS_SENTINEL_TLS: "true"
+{{- $dir := include "rmq-namesrv.redisTlsDir" . }}
+{{- if .Values.redis.sentinel.tls.caSecret }}
+NAMESRV_REDIS_TLS_CA_FILE: {{ printf "%s/%s" $dir .Values.redis.sentinel.tls.caSecretKey | quote }}
+{{- end }}
+{{- if .Values.redis.sentinel.tls.clientSecret }}
+NAMESRV_REDIS_TLS_CERT_FILE: {{ printf "%s/tls.crt" $dir | quote }}
+NAMESRV_REDIS_TLS_KEY_FILE: {{ printf "%s/tls.key" $dir | quote }}
+{{- end }}
+{{- end }}
 {{- else if eq $mode "cluster" }}
 NAMESRV_REDIS_CLUSTER: "true"
 {{- with .Values.redis.cluster.seeds }}
@@ -222,4 +233,52 @@ Worker pods: replicaCount, or the deprecated `replicas` when a user still sets i
 */}}
 {{- define "rmq-namesrv.replicaCount" -}}
 {{- if hasKey .Values "replicas" }}{{ .Values.replicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/*
+Sentinel mode's TLS files: where they are mounted, the volume (redis.sentinel.tls.caSecret and clientSecret
+projected into one directory) and its mount; empty unless sentinel mode with TLS and one of the Secrets.
+*/}}
+{{- define "rmq-namesrv.redisTlsDir" -}}
+/etc/rmq-namesrv/redis-tls
+{{- end }}
+
+{{- define "rmq-namesrv.redisTlsOn" -}}
+{{- $tls := .Values.redis.sentinel.tls }}
+{{- if and (eq (include "rmq-namesrv.redisMode" .) "sentinel") $tls.enabled (or $tls.caSecret $tls.clientSecret) -}}
+true
+{{- end }}
+{{- end }}
+
+{{- define "rmq-namesrv.redisTlsVolume" -}}
+{{- if include "rmq-namesrv.redisTlsOn" . }}
+{{- $tls := .Values.redis.sentinel.tls }}
+- name: redis-tls
+  projected:
+    sources:
+      {{- if $tls.caSecret }}
+      - secret:
+          name: {{ $tls.caSecret }}
+          items:
+            - key: {{ $tls.caSecretKey }}
+              path: {{ $tls.caSecretKey }}
+      {{- end }}
+      {{- if $tls.clientSecret }}
+      - secret:
+          name: {{ $tls.clientSecret }}
+          items:
+            - key: tls.crt
+              path: tls.crt
+            - key: tls.key
+              path: tls.key
+      {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "rmq-namesrv.redisTlsVolumeMount" -}}
+{{- if include "rmq-namesrv.redisTlsOn" . }}
+- name: redis-tls
+  mountPath: {{ include "rmq-namesrv.redisTlsDir" . }}
+  readOnly: true
+{{- end }}
 {{- end }}

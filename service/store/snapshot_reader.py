@@ -66,13 +66,15 @@ class RedisSpec:
     sentinel_password: str | None = None
     cluster: bool = False
     cluster_nodes: tuple[tuple[str, int], ...] = ()  # more seeds than the URL's node
+    sentinel_tls: tuple[tuple[str, Any], ...] = ()  # Sentinel mode's TLS options (Settings.sentinel_tls_options)
 
     @classmethod
     def from_settings(cls, s: Any) -> RedisSpec:
         """The spec of a service.config.Settings (any of the three deployments)."""
         return cls(s.redis_url, password=s.redis_password or None, sentinels=tuple(s.sentinel_addresses),
                    master_name=s.redis_master_name, sentinel_password=s.redis_sentinel_password or None,
-                   cluster=s.redis_cluster, cluster_nodes=tuple(s.cluster_seed_addresses))
+                   cluster=s.redis_cluster, cluster_nodes=tuple(s.cluster_seed_addresses),
+                   sentinel_tls=tuple(sorted(s.sentinel_tls_options.items())))
 
     def client(self) -> redis.Redis:
         kwargs: dict[str, Any] = {
@@ -88,7 +90,9 @@ class RedisSpec:
                     self.connect_timeout_s, "retry": Retry(NoBackoff(), 0)}  # next sentinel at once
             if self.sentinel_password:
                 fast["password"] = self.sentinel_password
-            return Sentinel(list(self.sentinels), sentinel_kwargs=fast, **kwargs).master_for(self.master_name)
+            tls = dict(self.sentinel_tls)
+            return Sentinel(list(self.sentinels), sentinel_kwargs={**fast, **tls},
+                            **kwargs, **tls).master_for(self.master_name)
         if self.cluster:
             from redis.cluster import ClusterNode, RedisCluster
 

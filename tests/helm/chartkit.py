@@ -162,7 +162,8 @@ def write_readme_table() -> None:
 # Settings the chart derives from other values rather than listing them under `config` (tests/helm keeps this
 # list and the templates in step).
 DERIVED = {"port", "redis_url", "remoting_port", "redis_sentinels", "redis_master_name", "redis_cluster",
-           "redis_cluster_nodes"}
+           "redis_cluster_nodes", "redis_sentinel_tls", "redis_tls_ca_file", "redis_tls_cert_file",
+           "redis_tls_key_file"}
 
 
 def sync_config(skip_prefixes: tuple[str, ...] = ()) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -58,6 +59,20 @@ def _secret_data(r: Rendered, name: str) -> dict[str, str] | None:
         if d["metadata"]["name"] == name:
             return {k: _b64(v) for k, v in d.get("data", {}).items()} | dict(d.get("stringData", {}))
     return None
+
+
+TLS_DIR = "/etc/rmq-namesrv/redis-tls"  # where the chart mounts Sentinel mode's TLS Secrets
+
+
+def _as_mounted(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """`env` with the chart's mounted TLS files standing in a temporary directory (the app checks they exist)."""
+    out = {}
+    for key, value in env.items():
+        if value.startswith(TLS_DIR + "/"):
+            value = str(tmp_path / value.removeprefix(TLS_DIR + "/"))
+            Path(value).write_text("-")
+        out[key] = value
+    return out
 
 
 def _cronjob_container(r: Rendered) -> dict[str, Any]:
@@ -338,13 +353,14 @@ def test_topology_spread(render):
 
 
 @pytest.mark.parametrize("values", ALL_VALUE_SETS)
-def test_configmap_keys_are_real_settings(render, values):
+def test_configmap_keys_are_real_settings(render, values, tmp_path):
     r = render(values)
     data = r.configmap
     for key in data:
         assert key in PLAIN_ENVS, f"ConfigMap key {key} is not a non-secret setting of service/config.py"
     assert not (set(data) & SECRET_ENVS)
-    assert not load_settings(env=data).embedded, "the chart must never run the workers in embedded mode"
+    assert not load_settings(env=_as_mounted(data, tmp_path)).embedded, (
+        "the chart must never run the workers in embedded mode")
     extra = {e["name"] for e in r.merged["extraEnv"]}
     for env in r.worker.get("env", []):
         assert env["name"] in PLAIN_ENVS | SECRET_ENVS | extra, env["name"]
@@ -356,7 +372,7 @@ def test_configmap_keys_are_real_settings(render, values):
 
 
 @pytest.mark.parametrize("values", ALL_VALUE_SETS)
-def test_app_accepts_rendered_config(render, values):
+def test_app_accepts_rendered_config(render, values, tmp_path):
     """What the pod's environment will hold (ConfigMap + chart Secrets) loads through service.config."""
     r = render(values)
     env = dict(r.configmap)
@@ -371,7 +387,7 @@ def test_app_accepts_rendered_config(render, values):
                 env[item["name"]] = data[ref["key"]]
         elif "value" in item and item["name"].startswith("NAMESRV_"):
             env[item["name"]] = item["value"]
-    settings = load_settings(env=env)
+    settings = load_settings(env=_as_mounted(env, tmp_path))
     assert settings.port == r.merged["containerPort"]
     assert not settings.embedded
     assert settings.max_body_bytes == r.merged["config"]["maxBodyBytes"]
@@ -542,6 +558,42 @@ def test_redis_sentinel_mode(render):
     settings = load_settings(env={**cm, "NAMESRV_REDIS_PASSWORD": "x", "NAMESRV_REDIS_SENTINEL_PASSWORD": "y"})
     assert (settings.redis_mode, settings.redis_master_name) == ("sentinel", "rmq")
     assert _secret_data(r, f"{FULLNAME}-redis") is None  # both passwords come from existing Secrets
+
+
+def test_redis_sentinel_tls(render, tmp_path):
+    """TLS on: the ConfigMap turns it on for workers and the skew job, the CA and client Secrets are projected
+    read-only into one directory of both pods, and the app accepts the result once those files exist."""
+    sentinel = {"addresses": ["s0:26379", "s1:26379", "s2:26379"]}
+    r = render({"redis": {"enabled": False, "mode": "sentinel", "sentinel": {**sentinel, "tls": {
+        "enabled": True, "caSecret": "redis-ca", "caSecretKey": "bundle.pem", "clientSecret": "redis-client"}}}})
+    cm = r.configmap
+    tls_dir = TLS_DIR
+    assert cm["NAMESRV_REDIS_SENTINEL_TLS"] == "true"
+    assert (cm["NAMESRV_REDIS_TLS_CA_FILE"], cm["NAMESRV_REDIS_TLS_CERT_FILE"], cm["NAMESRV_REDIS_TLS_KEY_FILE"]) == (
+        f"{tls_dir}/bundle.pem", f"{tls_dir}/tls.crt", f"{tls_dir}/tls.key")
+    cron_pod = r.one("CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    for pod, container in ((r.deployment["spec"]["template"]["spec"], r.worker), (cron_pod, _cronjob_container(r))):
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "redis-tls"]
+        assert mount == {"name": "redis-tls", "mountPath": tls_dir, "readOnly": True}
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "redis-tls"]
+        assert [(src["secret"]["name"], [i["path"] for i in src["secret"]["items"]])
+                for src in volume["projected"]["sources"]] == [("redis-ca", ["bundle.pem"]),
+                                                               ("redis-client", ["tls.crt", "tls.key"])]
+    assert load_settings(env=_as_mounted(cm, tmp_path)).sentinel_tls_options == {
+        "ssl": True, "ssl_ca_certs": f"{tmp_path}/bundle.pem", "ssl_certfile": f"{tmp_path}/tls.crt",
+        "ssl_keyfile": f"{tmp_path}/tls.key"}
+
+    # TLS with the image's system CAs: nothing to mount
+    r = render({"redis": {"enabled": False, "mode": "sentinel", "sentinel": {**sentinel, "tls": {"enabled": True}}}})
+    assert r.configmap["NAMESRV_REDIS_SENTINEL_TLS"] == "true" and "NAMESRV_REDIS_TLS_CA_FILE" not in r.configmap
+    assert all(v["name"] != "redis-tls" for v in r.deployment["spec"]["template"]["spec"]["volumes"])
+    # TLS off (the default), or another mode: no TLS settings at all
+    for values in ({"redis": {"enabled": False, "mode": "sentinel", "sentinel": sentinel}},
+                   {"redis": {"enabled": False, "url": "redis://h:1", "sentinel": {"tls": {
+                       "enabled": True, "caSecret": "redis-ca"}}}}):
+        r = render(values)
+        assert not any(k.startswith("NAMESRV_REDIS_TLS") or k == "NAMESRV_REDIS_SENTINEL_TLS" for k in r.configmap)
+        assert all(v["name"] != "redis-tls" for v in r.deployment["spec"]["template"]["spec"]["volumes"])
 
 
 def test_redis_cluster_mode(render):

@@ -17,9 +17,13 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
+from service.config import load_settings
 from service.store.keys import Keys
+from service.store.snapshot_reader import RedisSpec
+from tests.conftest import need
 from tests.integration.conftest import Namesrv
 from tests.invariants import check_invariants
 from tests.namesrv_load import CLUSTER, Load, topology_env, topology_url
@@ -129,6 +133,42 @@ async def test_sentinel_no_acknowledged_write_lost_with_wait(make_sentinel_topol
     assert load.ok("kv") and load.failed("kv", since=killed_at)  # writes were refused while unconfirmable
     assert acked_missing(load, s.master_node(), prefix) == []
     assert pids(workers) == before
+
+
+async def test_sentinel_over_tls_failover_under_load(make_sentinel_topology, start_workers):
+    """Sentinels and data nodes on TLS only (no plain port), replicating over TLS: workers given
+    redis_sentinel_tls and the CA serve, follow +switch-master through a failover, and nobody restarts; the Spark
+    job's reader reaches the master with the same settings, and without the CA it cannot connect at all."""
+    need("openssl")
+    s: SentinelTopology = make_sentinel_topology(tls=True, password="data-pw-tls")
+    workers = start_workers(s, "t" + uuid.uuid4().hex[:6])
+    before = pids(workers)
+    async with Load([w.url for w in workers], readers=2, writers=2) as load:
+        await load.wait_success("register", time.monotonic(), 10)
+        await asyncio.to_thread(s.failover, None, False)
+        elected = time.monotonic()
+        await recovers(load, elected)
+        for w in workers:  # the +switch-master subscription runs over TLS too
+            deadline = time.monotonic() + 10
+            while "switched" not in w.output():
+                assert time.monotonic() < deadline, w.output()
+                await asyncio.sleep(0.1)
+    assert pids(workers) == before
+
+    env = {f"NAMESRV_{k.upper()}": v for k, v in topology_env(s).items()}
+    settings = load_settings(env=env)
+    assert settings.sentinel_tls_options == {"ssl": True, "ssl_ca_certs": s.tls_ca_file}
+    reader = RedisSpec.from_settings(settings).client()
+    try:
+        assert reader.ping() and reader.connection_pool.get_master_address() == s.master_addr()
+    finally:
+        reader.close()
+    unverified = RedisSpec.from_settings(settings.replace(redis_tls_ca_file="")).client()
+    try:
+        with pytest.raises(redis.ConnectionError):  # the system CAs do not know the topology's CA
+            unverified.ping()
+    finally:
+        unverified.close()
 
 
 # ------------------------------------------------------------------------------------------------- Cluster

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import time
 
 import pytest
@@ -32,7 +31,7 @@ from redis.exceptions import (
 )
 
 from tests.conftest import need
-from tests.redis_topology import HOST, ClusterTopology, RedisNode, SentinelTopology
+from tests.redis_topology import HOST, ClusterTopology, RedisNode, SentinelTopology, make_certs
 
 pytestmark = pytest.mark.redis
 
@@ -563,28 +562,11 @@ async def test_sentinel_wait_needs_the_writing_connection(sentinel_topology):
 # ====================================================================================================== TLS
 
 
-def _openssl(*args: str, cwd: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
-
-
-def _make_certs(d: str) -> None:
-    """A throwaway CA, a server cert for IP 127.0.0.1 and one for another name only."""
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
-             "-subj", "/CN=nsrv-test-ca", cwd=d)
-    for name, san in (("ip", "IP:127.0.0.1"), ("other", "DNS:redis.internal")):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                 "-subj", f"/CN={name}", cwd=d)
-        with open(os.path.join(d, f"{name}.ext"), "w") as f:
-            f.write(f"subjectAltName={san}\n")
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-out", f"{name}.crt", "-days", "1", "-extfile", f"{name}.ext", cwd=d)
-
-
 async def test_tls_rediss_with_a_ca_file(tmp_path):
     need("redis-server")
     need("openssl")
     d = str(tmp_path)
-    _make_certs(d)
+    make_certs(d)
     node = RedisNode("tls", d)
     node.client_kwargs = {"ssl": True, "ssl_ca_certs": os.path.join(d, "ca.crt")}
     args = [shutil.which("redis-server"), "--port", "0", "--tls-port", str(node.port), "--bind", HOST,

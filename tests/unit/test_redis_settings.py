@@ -59,6 +59,34 @@ def test_conflicting_redis_settings_are_refused(env, fragment):
         load_settings(env=env)
 
 
+def test_sentinel_tls_settings(tmp_path):
+    """TLS options go to the sentinels and the data nodes alike; files are checked at start; with a URL the URL's
+    own query says it (no second way)."""
+    ca, cert, key = (tmp_path / "ca.pem", tmp_path / "c.pem", tmp_path / "k.pem")
+    for f in (ca, cert, key):
+        f.write_text("-")
+    sentinel = {"NAMESRV_REDIS_SENTINELS": "s1:26379"}
+    assert load_settings(env=sentinel).sentinel_tls_options == {}
+    s = load_settings(env={**sentinel, "NAMESRV_REDIS_SENTINEL_TLS": "true"})
+    assert s.sentinel_tls_options == {"ssl": True}  # the system CAs
+    s = load_settings(env={**sentinel, "NAMESRV_REDIS_SENTINEL_TLS": "true", "NAMESRV_REDIS_TLS_CA_FILE": str(ca),
+                           "NAMESRV_REDIS_TLS_CERT_FILE": str(cert), "NAMESRV_REDIS_TLS_KEY_FILE": str(key)})
+    assert s.sentinel_tls_options == {"ssl": True, "ssl_ca_certs": str(ca), "ssl_certfile": str(cert),
+                                      "ssl_keyfile": str(key)}
+    args = build_parser().parse_args(["serve", "--redis-sentinels", "a:1", "--redis-sentinel-tls",
+                                      "--redis-tls-ca-file", str(ca)])
+    assert settings_from(args).sentinel_tls_options == {"ssl": True, "ssl_ca_certs": str(ca)}
+    for env, fragment in (
+            ({"NAMESRV_REDIS_SENTINEL_TLS": "true", "NAMESRV_REDIS_URL": "redis://h:1"}, "rediss://"),
+            ({**sentinel, "NAMESRV_REDIS_TLS_CA_FILE": str(ca)}, "set redis_sentinel_tls too"),
+            ({**sentinel, "NAMESRV_REDIS_SENTINEL_TLS": "true", "NAMESRV_REDIS_TLS_CA_FILE": str(tmp_path / "no")},
+             "no such file"),
+            ({**sentinel, "NAMESRV_REDIS_SENTINEL_TLS": "true", "NAMESRV_REDIS_TLS_CERT_FILE": str(cert)},
+             "needs both")):
+        with pytest.raises(ConfigError, match=fragment):
+            load_settings(env=env)
+
+
 def test_flags_and_print_config(capsys, monkeypatch):
     args = build_parser().parse_args(["serve", "--redis-sentinels", "a:1,b:2", "--redis-master-name", "rmq"])
     s = settings_from(args)
