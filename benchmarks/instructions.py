@@ -152,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         routes = asyncio.run(seed(server.url, size["topics"], heartbeat_timeout_ms=86_400_000))
         bodies = os.path.join(tmp, "bodies.json")
         Path(bodies).write_bytes(orjson.dumps(routes))
-        for name, mode in (("ceiling", "route"), ("unrouted", "route-unrouted")):
+        for name, ceiling_mode in (("ceiling", "route"), ("unrouted", "route-unrouted")):
             port = free_port()
-            doc[name] = measure(name, [sys.executable, "-m", "benchmarks.ceiling", "--mode", mode, "--port",
+            doc[name] = measure(name, [sys.executable, "-m", "benchmarks.ceiling", "--mode", ceiling_mode, "--port",
                                        str(port), "--bodies", bodies], {}, port, size, tmp)
         port = free_port()
         doc["service"] = measure("service", [sys.executable, "-m", "service.cli", "serve"],

@@ -56,6 +56,19 @@ async def recovers(load: Load, after: float, kinds: tuple[str, ...] = ("read", "
     return {k: await load.wait_success(k, after, RECOVERY_BOUND_S) for k in kinds}
 
 
+async def failover_followed(s: SentinelTopology, load: Load, workers: list[Namesrv]) -> None:
+    """SENTINEL FAILOVER left to the sentinels under `load` (the old master stays writable ~10 s): reads and
+    registrations come back, and every worker dropped its connections to the old master on +switch-master."""
+    await load.wait_success("register", time.monotonic(), 10)
+    await asyncio.to_thread(s.failover, None, False)
+    await recovers(load, time.monotonic())
+    for w in workers:
+        deadline = time.monotonic() + 10
+        while "switched" not in w.output():
+            assert time.monotonic() < deadline, w.output()
+            await asyncio.sleep(0.1)
+
+
 def acked_missing(load: Load, node: RedisNode, prefix: str, before: float | None = None) -> list[str]:
     """Acknowledged KV writes and registrations (ended before `before`) that `node` does not hold."""
     k = Keys(prefix)
@@ -90,15 +103,7 @@ async def test_sentinel_failover_and_kill_under_load(make_sentinel_topology, sta
     workers = start_workers(s, "f" + uuid.uuid4().hex[:6])
     before = pids(workers)
     async with Load([w.url for w in workers], readers=2, writers=2) as load:
-        await load.wait_success("register", time.monotonic(), 10)
-        await asyncio.to_thread(s.failover, None, False)
-        elected = time.monotonic()
-        await recovers(load, elected)
-        for w in workers:  # each worker left the old master on +switch-master (sentinel password in use)
-            deadline = time.monotonic() + 10
-            while "switched" not in w.output():
-                assert time.monotonic() < deadline, w.output()
-                await asyncio.sleep(0.1)
+        await failover_followed(s, load, workers)  # +switch-master read with the sentinel password
         await asyncio.to_thread(s.wait_settled, None, 20.0, False)  # the sentinels demote the old master
 
         await asyncio.to_thread(s.kill_master)
@@ -144,15 +149,7 @@ async def test_sentinel_over_tls_failover_under_load(make_sentinel_topology, sta
     workers = start_workers(s, "t" + uuid.uuid4().hex[:6])
     before = pids(workers)
     async with Load([w.url for w in workers], readers=2, writers=2) as load:
-        await load.wait_success("register", time.monotonic(), 10)
-        await asyncio.to_thread(s.failover, None, False)
-        elected = time.monotonic()
-        await recovers(load, elected)
-        for w in workers:  # the +switch-master subscription runs over TLS too
-            deadline = time.monotonic() + 10
-            while "switched" not in w.output():
-                assert time.monotonic() < deadline, w.output()
-                await asyncio.sleep(0.1)
+        await failover_followed(s, load, workers)  # +switch-master read over TLS too
     assert pids(workers) == before
 
     env = {f"NAMESRV_{k.upper()}": v for k, v in topology_env(s).items()}

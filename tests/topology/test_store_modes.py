@@ -350,13 +350,12 @@ async def test_single_mode_over_tls_with_a_ca_file(tmp_path):
     import shutil
 
     from tests.conftest import need
-    from tests.redis_topology import RedisNode
-    from tests.topology.test_redis_py_findings import _make_certs
+    from tests.redis_topology import RedisNode, make_certs
 
     need("redis-server")
     need("openssl")
     d = str(tmp_path)
-    _make_certs(d)
+    make_certs(d)
     ca = os.path.join(d, "ca.crt")
     node = RedisNode("tls", d)
     node.client_kwargs = {"ssl": True, "ssl_ca_certs": ca}
