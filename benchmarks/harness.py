@@ -247,6 +247,42 @@ async def measure(
     return row
 
 
+# ---------------------------------------------------------------- command line
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def parse_size(description: str, argv: list[str] | None, quick: str, full: str) -> tuple[str, Path]:
+    """The sized benchmarks' command line: `--quick` (the default) | `--full` | `--tiny` (the CI smoke test),
+    and `--out DIR` (benchmarks/results). Returns the size's name and the output directory."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=description)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help=f"{quick} (default)")
+    g.add_argument("--full", action="store_true", help=full)
+    g.add_argument("--tiny", action="store_true", help="seconds to a minute: the CI smoke test")
+    p.add_argument("--out", default=str(RESULTS))
+    args = p.parse_args(argv)
+    return ("tiny" if args.tiny else "full" if args.full else "quick"), Path(args.out)
+
+
+def tools_missing(*tools: str, package: str) -> bool:
+    """True (and says what to install) when one of the command-line tools a benchmark drives is not installed."""
+    import shutil
+
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        print(f"{', '.join(missing)} not installed: apt-get install -y {package}", file=sys.stderr)
+    return bool(missing)
+
+
+def run_header(mode: str, size: dict[str, Any]) -> dict[str, Any]:
+    """What every sized result starts with: size, date, git sha, machine."""
+    return {"mode": mode, "size": size, "date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10],
+            "machine": machine_info()}
+
+
 # ---------------------------------------------------------------- output
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:

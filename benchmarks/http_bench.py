@@ -11,7 +11,6 @@ no-op EVALSHA; 1 vs 2 worker processes; cross-worker visibility; snapshot of 100
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import re
@@ -29,7 +28,7 @@ import orjson
 import redis
 import redis.asyncio as aioredis
 
-from benchmarks.harness import environment, git_info, machine_info, percentiles, write_results
+from benchmarks.harness import environment, parse_size, percentiles, run_header, tools_missing, write_results
 from service.models import RegisterBroker, TopicConfig
 from service.store import RouteStore, SnapshotStore
 from tests.invariants import jsonable
@@ -356,24 +355,14 @@ def plot(res: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="under 5 minutes (default)")
-    g.add_argument("--full", action="store_true", help="longer runs, more samples")
-    g.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test")
-    p.add_argument("--out", default=str(ROOT / "results"))
-    args = p.parse_args(argv)
-    mode = "tiny" if args.tiny else "full" if args.full else "quick"
+    mode, out = parse_size(__doc__.split("\n\n")[0], argv, "under 5 minutes", "longer runs, more samples")
     size = SIZES[mode]
-    if shutil.which("wrk") is None:
-        print("wrk is not installed: apt-get install -y wrk", file=sys.stderr)
+    if tools_missing("wrk", package="wrk"):
         return 2
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     server = RedisServer().start()
     tmp = tempfile.mkdtemp(prefix="nsrv-bench-")
-    res: dict = {"mode": mode, "size": size, "date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10],
-                 "machine": machine_info()}
+    res: dict = run_header(mode, size)
     try:
         steps = [("route_read", lambda: route_read(server.url, size, tmp)),
                  ("route_read_2_workers", lambda: route_read(server.url, size, tmp, workers=2)),

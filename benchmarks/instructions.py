@@ -14,7 +14,6 @@ measured too, and reported, not subtracted. Results: instructions.json / instruc
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import random
@@ -28,8 +27,8 @@ from pathlib import Path
 
 import orjson
 
-from benchmarks.harness import environment, git_info, machine_info, write_results
-from benchmarks.http_bench import ROOT, seed, stop, wait_http, worker_env
+from benchmarks.harness import environment, parse_size, run_header, tools_missing, write_results
+from benchmarks.http_bench import seed, stop, wait_http, worker_env
 from tests.redis_server import RedisServer, free_port
 
 SIZES = {"tiny": dict(topics=50, warm=300, requests=300, connections=8, idle_s=2),
@@ -80,6 +79,10 @@ def _dump(pid: int, out: str) -> int:
     raise TimeoutError(f"callgrind wrote no dump for pid {pid}")
 
 
+def _zero(pid: int) -> None:
+    subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True, timeout=120)
+
+
 def measure(name: str, cmd: list[str], env: dict[str, str], port: int, size: dict, tmp: str) -> dict:
     out = os.path.join(tmp, f"callgrind.{name}")
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
@@ -93,10 +96,10 @@ def measure(name: str, cmd: list[str], env: dict[str, str], port: int, size: dic
         asyncio.run(_send("127.0.0.1", port, size["topics"], size["warm"], size["connections"]))
         res = {"name": name}
         if size["idle_s"] and name == "service":
-            subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True, timeout=120)
+            _zero(proc.pid)
             time.sleep(size["idle_s"])
             res["idle_instructions_per_s"] = _dump(proc.pid, out) / size["idle_s"]
-        subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True, timeout=120)
+        _zero(proc.pid)
         t0 = time.monotonic()
         asyncio.run(_send("127.0.0.1", port, size["topics"], size["requests"], size["connections"]))
         res["wall_s"] = time.monotonic() - t0
@@ -130,23 +133,13 @@ def markdown(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="a few minutes (default)")
-    g.add_argument("--full", action="store_true", help="more requests")
-    g.add_argument("--tiny", action="store_true", help="about a minute: the CI smoke test")
-    p.add_argument("--out", default=str(ROOT / "results"))
-    args = p.parse_args(argv)
-    mode = "tiny" if args.tiny else "full" if args.full else "quick"
+    mode, out = parse_size(__doc__.split("\n\n")[0], argv, "a few minutes", "more requests")
     size = SIZES[mode]
-    missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
-    if missing:
-        print(f"{', '.join(missing)} not installed: apt-get install -y valgrind", file=sys.stderr)
+    if tools_missing("valgrind", "callgrind_control", package="valgrind"):
         return 2
     server = RedisServer().start()
     tmp = tempfile.mkdtemp(prefix="nsrv-instr-")
-    doc: dict = {"mode": mode, "size": size, "date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10],
-                 "machine": machine_info()}
+    doc: dict = run_header(mode, size)
     try:
         # brokers that outlive a slow start under valgrind (the default 120 s timeout would expire them)
         routes = asyncio.run(seed(server.url, size["topics"], heartbeat_timeout_ms=86_400_000))
@@ -164,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     doc["ratio"] = doc["ceiling"]["per_request"] / doc["service"]["per_request"]
     doc["versions"] = environment(doc["machine"].get("redis_server", ""))["versions"]
-    write_results(Path(args.out), "instructions", doc, markdown(doc), mode == "tiny")
+    write_results(out, "instructions", doc, markdown(doc), mode == "tiny")
     return 0
 
 

@@ -11,7 +11,6 @@ per request is recorded. Writes remoting.json and remoting.md.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import orjson
 
-from benchmarks.harness import git_info, machine_info, write_results
+from benchmarks.harness import parse_size, run_header, tools_missing, write_results
 from benchmarks.http_bench import cpu_seconds, namesrv, seed, start, stop, wrk
 from tests.redis_server import RedisServer, free_port
 
@@ -131,16 +130,8 @@ def markdown(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--quick", action="store_true", help="about a minute (default)")
-    g.add_argument("--full", action="store_true", help="longer rounds")
-    g.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test")
-    p.add_argument("--out", default=str(ROOT / "results"))
-    args = p.parse_args(argv)
-    mode = "tiny" if args.tiny else "full" if args.full else "quick"
-    if shutil.which("wrk") is None:
-        print("wrk is not installed: apt-get install -y wrk", file=sys.stderr)
+    mode, out = parse_size(__doc__.split("\n\n")[0], argv, "about a minute", "longer rounds")
+    if tools_missing("wrk", package="wrk"):
         return 2
     size = SIZES[mode]
     tmp = tempfile.mkdtemp(prefix="nsrv-rbench-")
@@ -148,9 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         res = run(size, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    res.update({"mode": mode, "size": size, "date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10],
-                "machine": machine_info()})
-    write_results(Path(args.out), "remoting", res, markdown(res), mode == "tiny")
+    res.update(run_header(mode, size))
+    write_results(out, "remoting", res, markdown(res), mode == "tiny")
     return 0
 
 

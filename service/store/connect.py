@@ -61,12 +61,11 @@ def make_sentinel(settings: Settings) -> Sentinel:
     }
     if settings.redis_sentinel_password:
         sentinel_kwargs["password"] = settings.redis_sentinel_password
-    data: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": connect_s,
-                            **settings.sentinel_tls_options}
+    tls = settings.sentinel_tls_options  # the sentinels and the data nodes alike
+    data: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": connect_s, **tls}
     if settings.redis_password:
         data["password"] = settings.redis_password
-    sentinel_kwargs.update(settings.sentinel_tls_options)
-    return Sentinel(settings.sentinel_addresses, sentinel_kwargs=sentinel_kwargs, **data)
+    return Sentinel(settings.sentinel_addresses, sentinel_kwargs={**sentinel_kwargs, **tls}, **data)
 
 
 def make_redis(settings: Settings, bulk: bool = False, sentinel: Sentinel | None = None) -> Client:
@@ -91,9 +90,9 @@ def make_redis(settings: Settings, bulk: bool = False, sentinel: Sentinel | None
         # The pool asks the sentinels for the master on every new connection; pooled connections are dropped
         # when a sentinel announces +switch-master (RouteStore watches it: S3).
         sentinel = sentinel or make_sentinel(settings)
+        # TLS options (if any) are already in the Sentinel's connection kwargs (make_sentinel).
         return sentinel.master_for(settings.redis_master_name, retry_on_error=[BusyLoadingError],
-                                   max_connections=BULK_POOL_SIZE if bulk else POOL_SIZE,
-                                   **common, **settings.sentinel_tls_options)
+                                   max_connections=BULK_POOL_SIZE if bulk else POOL_SIZE, **common)
     if mode == "cluster":
         from service.store import cluster_ask
 
