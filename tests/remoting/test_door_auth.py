@@ -77,6 +77,27 @@ async def test_reads_follow_the_read_token_rule(make_door):
     assert r.code == TOPIC_NOT_EXIST  # a broker may read
 
 
+async def test_an_empty_access_key_is_anonymous_not_a_failed_login(make_door):
+    # The RocketMQ C++ client sends AccessKey "" and a Signature (keyed with its empty secret) on every call.
+    def cpp(ext, body=b""):
+        return {**{k: str(v) for k, v in ext.items()}, "AccessKey": "", "OnsChannel": "ALIYUN",
+                "Signature": "dGhlIEMrKyBjbGllbnQncyBlbXB0eQ=="}
+
+    door = await make_door(**SECURED)
+    c = await door.client()
+    r = await c.request(codes.GET_ROUTEINFO_BY_TOPIC, cpp({"topic": "T"}))
+    assert r.code == TOPIC_NOT_EXIST, r.remark  # reads are open: no read token is set
+    assert (await c.request(codes.GET_BROKER_CLUSTER_INFO, cpp({}))).code == SUCCESS
+    before = await state(door)
+    r = await c.request(codes.REGISTER_BROKER, cpp(register_ext()), register_body())
+    assert r.code == NO_PERMISSION and "needs a broker credential" in r.remark
+    assert (await c.request(codes.WIPE_WRITE_PERM_OF_BROKER, cpp({"brokerName": "b"}))).code == NO_PERMISSION
+    assert await state(door) == before
+    closed = await make_door(**SECURED, read_token=READ)
+    c = await closed.client()
+    assert (await c.request(codes.GET_ROUTEINFO_BY_TOPIC, cpp({"topic": "T"}))).code == NO_PERMISSION
+
+
 async def test_trusted_networks_admit_unsigned_brokers_of_their_clusters(make_door):
     door = await make_door(**SECURED, remoting_trusted_networks="127.0.0.0/8=C1|C3,10.0.0.0/8=C2")
     c = await door.client()

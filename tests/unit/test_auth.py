@@ -55,6 +55,16 @@ async def test_malformed_authorization_header(secured):
     assert r.status == 401
 
 
+@pytest.mark.parametrize("header", ["Bearer", "Bearer ", "bearer   ", ""])
+async def test_an_empty_credential_is_anonymous(make_client, header):
+    c = await make_client(admin_token=ADMIN)  # reads need no credential
+    r = await c.get("/v1/topics/Missing/route", headers={"Authorization": header})
+    assert r.status == 404, await r.text()
+    r = await c.put("/v1/kv/ns/k", json={"value": "v"}, headers={"Authorization": header})
+    assert r.status == 401 and (await r.json())["code"] == "UNAUTHORIZED"
+    assert (await (await c.get("/v1/kv")).json())["namespaces"] == []
+
+
 async def test_reads_open_without_read_token(make_client):
     c = await make_client(admin_token=ADMIN)
     assert (await c.get("/v1/topics")).status == 200
