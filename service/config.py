@@ -124,10 +124,12 @@ class Settings:
                                         maximum=3_600_000)
     expire_batch: int = _setting(100, "brokers removed per expiry script call", minimum=1, maximum=1000)
     # --- auth
-    broker_tokens: str = _setting("", "broker tokens, cluster-bound: clusterA:tok1,clusterB:tok2 (or *:tok)",
+    broker_tokens: str = _setting("", "broker tokens, cluster-bound: clusterA:<token>,clusterB:<token> (or "
+                                      "*:<token>); every token at least 8 characters",
                                   secret=True)
-    admin_token: str = _setting("", "admin token (delete topic, perms, KV writes, config)", secret=True)
-    read_token: str = _setting("", "optional token required for reads", secret=True)
+    admin_token: str = _setting("", "admin token (delete topic, perms, KV writes, config); at least 8 "
+                                    "characters", secret=True)
+    read_token: str = _setting("", "optional token required for reads; at least 8 characters", secret=True)
     allow_cross_cluster_topics: bool = _setting(False, "let a cluster-bound broker credential add its broker to "
                                                        "a topic whose queues live only on other clusters")
     # --- route cache
@@ -405,6 +407,9 @@ def check_cross(s: Settings) -> None:
     if s.redis_cluster and s.redis_url.startswith("unix://"):
         raise ConfigError("redis_cluster: a cluster seed is redis:// or rediss://, not unix://")
     parse_broker_tokens(s.broker_tokens)
+    for name in ("admin_token", "read_token"):
+        if getattr(s, name):
+            check_token(name, getattr(s, name))
     parse_trusted_networks(s.remoting_trusted_networks)
     if s.remoting_port and s.remoting_port == s.port:
         raise ConfigError(f"remoting_port: {s.remoting_port} is also the HTTP port")
@@ -432,6 +437,16 @@ def parse_addresses(spec: str, setting: str = "redis_sentinels") -> list[tuple[s
     return out
 
 
+MIN_TOKEN_LENGTH = 8  # one rule for admin, read and broker tokens alike
+
+
+def check_token(setting: str, token: str, what: str = "the token") -> None:
+    """The one rule every token follows; the error names the setting, never the token itself."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ConfigError(f"{setting}: {what} has {len(token)} characters; every token (admin_token, read_token, "
+                          f"broker_tokens) needs at least {MIN_TOKEN_LENGTH}, e.g. `openssl rand -hex 24`")
+
+
 def parse_broker_tokens(spec: str) -> list[tuple[str, str]]:
     """`clusterA:tok1,clusterB:tok2` (a bare token or `*:tok` may write any cluster) → [(cluster, token)]."""
     out: list[tuple[str, str]] = []
@@ -441,8 +456,7 @@ def parse_broker_tokens(spec: str) -> list[tuple[str, str]]:
         cluster, sep, token = part.rpartition(":")
         if not sep:
             cluster, token = ANY_CLUSTER, part
-        if not token or len(token) < 8:
-            raise ConfigError("broker_tokens: every token needs at least 8 characters")
+        check_token("broker_tokens", token, f"the token of cluster {cluster or ANY_CLUSTER!r}")
         out.append((cluster or ANY_CLUSTER, token))
     return out
 

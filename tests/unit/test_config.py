@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from service.cli import build_parser, main
@@ -23,12 +26,40 @@ def test_precedence(tmp_path):
 @pytest.mark.parametrize(("env", "fragment"), [
     ({"NAMESRV_PORT": "http"}, "integer"), ({"NAMESRV_PORT": "0"}, "minimum"),
     ({"NAMESRV_ORDER_MESSAGE_ENABLE": "maybe"}, "true/false"), ({"NAMESRV_KEY_PREFIX": "a:b"}, "key_prefix"),
-    ({"NAMESRV_REDIS_URL": "http://x"}, "redis_url"), ({"NAMESRV_BROKER_TOKENS": "c:short"}, "8 characters"),
+    ({"NAMESRV_REDIS_URL": "http://x"}, "redis_url"), ({"NAMESRV_BROKER_TOKENS": "c:short"}, "at least 8"),
     ({"NAMESRV_LOG_LEVEL": "LOUD"}, "one of"),
 ])
 def test_bad_values_are_clear_errors(env, fragment):
     with pytest.raises(ConfigError, match=fragment):
         load_settings(env=env)
+
+
+@pytest.mark.parametrize(("env", "setting"), [
+    ({"NAMESRV_ADMIN_TOKEN": "Q"}, "admin_token"), ({"NAMESRV_READ_TOKEN": "r-1234"}, "read_token"),
+    ({"NAMESRV_BROKER_TOKENS": "C1:b-12345"}, "broker_tokens"), ({"NAMESRV_BROKER_TOKENS": "zq#1234"}, "broker_tokens"),
+])
+def test_one_minimum_length_for_every_token(env, setting, capsys, monkeypatch):
+    with pytest.raises(ConfigError, match=f"^{setting}: .* needs at least 8") as err:
+        load_settings(env=env)
+    assert next(iter(env.values())).split(":")[-1] not in str(err.value)  # the error never shows the token
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve", "-p"]) == 2  # the start-up error states the rule
+    assert "every token (admin_token, read_token, broker_tokens) needs at least 8" in capsys.readouterr().err
+    eight = {name: value.rpartition(":")[0] + ":" * (":" in value) + "12345678" for name, value in env.items()}
+    load_settings(env=eight)  # 8 characters start, whichever token it is
+
+
+def test_readme_token_examples_start():
+    """Every literal token setting the docs show is one the server accepts (README examples must start)."""
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"(NAMESRV_(?:BROKER_TOKENS|ADMIN_TOKEN|READ_TOKEN))=([^\s`$…'\"]+)")
+    found = []
+    for doc in [root / "README.md", root / "helm" / "README.md", *(root / "docs").glob("*.md")]:
+        for name, value in pattern.findall(doc.read_text()):
+            found.append(doc.name)
+            load_settings(env={name: value})
+    assert "README.md" in found
 
 
 def test_unknown_file_key(tmp_path):
