@@ -25,6 +25,7 @@ __all__ = [
     "encode",
     "is_oneway",
     "is_response",
+    "json_header_error",
     "make_response",
 ]
 
@@ -313,56 +314,65 @@ def _decode_payload(view: memoryview, start: int, stop: int) -> RemotingCommand:
     return cmd
 
 
+def json_header_error(obj: object) -> str | None:
+    """Why a parsed JSON header is no valid command header, or None when it is one. The one rule: the decoder
+    applies it to every JSON frame and the server's hot path to the frames it answers without a decoder."""
+    if type(obj) is not dict:
+        return "JSON header is not an object"
+    for name in ("code", "version", "opaque", "flag"):
+        value = obj.get(name)
+        if value is not None and (type(value) is not int or not _I32_MIN <= value <= _I32_MAX):
+            return f"JSON header field {name} is not a 32-bit integer"
+    language = obj.get("language")
+    if language is not None and type(language) is not str and type(language) is not int:
+        return "JSON header field language has the wrong type"  # fastjson reads an enum by name or ordinal
+    remark = obj.get("remark")
+    if remark is not None and type(remark) is not str:
+        return "JSON header field remark is not a string"
+    ext = obj.get("extFields")
+    if ext is not None:
+        if type(ext) is not dict:
+            return "JSON header field extFields is not an object"
+        for key, value in ext.items():
+            if type(value) not in _EXT_SCALARS:
+                return f"JSON header extFields[{key!r}] is not a scalar"
+    return None
+
+
+_EXT_SCALARS = (str, bool, int, float, type(None))
+
+
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
         obj = orjson.loads(header)
     except orjson.JSONDecodeError as exc:
         raise BadFrame(f"JSON header does not parse: {exc}") from None
-    if type(obj) is not dict:
-        raise BadFrame("JSON header is not an object")
+    error = json_header_error(obj)
+    if error is not None:
+        raise BadFrame(error)
     language = obj.get("language")
     if language is None:
         language = "JAVA"
     elif type(language) is str:
         if language not in _LANGUAGE_CODE:
             language = "OTHER"
-    elif type(language) is int:
-        # fastjson also reads an enum from its ordinal.
+    else:
         language = LANGUAGES[language] if 0 <= language < len(LANGUAGES) else "OTHER"
-    else:
-        raise BadFrame("JSON header field language has the wrong type")
-    remark = obj.get("remark")
-    if remark is not None and type(remark) is not str:
-        raise BadFrame("JSON header field remark is not a string")
     ext = obj.get("extFields")
-    if ext is None:
-        ext_fields: dict[str, str] = {}
-    elif type(ext) is dict:
-        ext_fields = _json_ext(ext)
-    else:
-        raise BadFrame("JSON header field extFields is not an object")
     return RemotingCommand(
-        code=_json_int(obj, "code"),
+        code=obj.get("code") or 0,
         language=language,
-        version=_json_int(obj, "version"),
-        opaque=_json_int(obj, "opaque"),
-        flag=_json_int(obj, "flag"),
-        remark=remark,
-        ext_fields=ext_fields,
+        version=obj.get("version") or 0,
+        opaque=obj.get("opaque") or 0,
+        flag=obj.get("flag") or 0,
+        remark=obj.get("remark"),
+        ext_fields=_json_ext(ext) if ext else {},
         serialize_type="JSON",
     )
 
 
-def _json_int(obj: dict, name: str) -> int:
-    value = obj.get(name, 0)
-    if value is None:
-        return 0
-    if type(value) is not int or not _I32_MIN <= value <= _I32_MAX:
-        raise BadFrame(f"JSON header field {name} is not a 32-bit integer")
-    return value
-
-
 def _json_ext(ext: dict) -> dict[str, str]:
+    """extFields as strings (checked by json_header_error: scalars only)."""
     for value in ext.values():
         if type(value) is not str:
             break
@@ -376,12 +386,9 @@ def _json_ext(ext: dict) -> dict[str, str]:
             out[key] = value
         elif kind is bool:
             out[key] = "true" if value else "false"
-        elif kind is int or kind is float:
-            out[key] = str(value)  # same text as JavaScript's toString for ints and ordinary decimals
-        elif value is None:
-            continue  # a null value reads as an absent field in every header decoder
-        else:
-            raise BadFrame(f"JSON header extFields[{key!r}] is not a scalar")
+        elif value is not None:  # int or float: the same text as JavaScript's toString for ordinary decimals
+            out[key] = str(value)
+        # a null value reads as an absent field in every header decoder
     return out
 
 

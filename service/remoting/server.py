@@ -40,6 +40,7 @@ from service.remoting.codec import (
     FrameError,
     RemotingCommand,
     encode,
+    json_header_error,
     make_response,
 )
 from service.remoting.credentials import Credentials
@@ -295,21 +296,24 @@ class RemotingServer:
             header = orjson.loads(view[start + 4:stop])
         except orjson.JSONDecodeError:
             return None
-        if type(header) is not dict or header.get("code") != codes.GET_ROUTEINFO_BY_TOPIC or header.get("flag"):
+        # only a frame the decoder accepts (json_header_error decides for both), and only one whose every field
+        # means the same as a string: anything else takes the general path, which decodes (or refuses) it
+        if json_header_error(header) is not None or header.get("code") != codes.GET_ROUTEINFO_BY_TOPIC \
+                or header.get("flag"):
             return None
         ext = header.get("extFields")
-        opaque = header.get("opaque")
-        if type(ext) is not dict or type(opaque) is not int or not -2**31 <= opaque < 2**31:
+        if type(ext) is not dict or len(ext) > 2:
             return None
         topic = ext.get("topic")
-        if type(topic) is not str or len(ext) > 2 or ("acceptStandardJsonOnly" not in ext and len(ext) > 1):
-            return None  # signatures, zones, unknown fields: the general path
-        version = header.get("version", 0)
+        if type(topic) is not str or (len(ext) > 1 and type(ext.get("acceptStandardJsonOnly")) is not str):
+            return None  # signatures, zones, unknown fields, values the decoder converts: the general path
+        opaque = header.get("opaque") or 0
+        version = header.get("version") or 0
         try:
             entry = self.ns.cached_route(self.anonymous, topic)
         except NamesrvError:
             return None
-        if entry is None or entry.route is None or type(version) is not int:
+        if entry is None or entry.route is None:
             return None
         variant = route_variant(version, ext, self.standard_only)
         body = entry.encoded.get(variant) or self.ns.encoded_route(topic, entry, variant, encoder(variant))
