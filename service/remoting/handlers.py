@@ -106,7 +106,10 @@ async def get_route(call: Call) -> Reply:
     topic = call.ext("topic") or ""
     if not topic:
         return Reply(17, "No topic route info in name server for the topic: null")
-    entry = await call.ns.route(call.who, topic)
+    try:
+        entry = await call.ns.route(call.who, topic)
+    except InvalidArgument:  # Java looks any name up and finds nothing: TOPIC_NOT_EXIST, not SYSTEM_ERROR
+        return Reply(17, f"No topic route info in name server for the topic: {topic}")
     return route_reply(call.ns, call.cmd, topic, entry)
 
 
