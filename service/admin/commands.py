@@ -293,7 +293,8 @@ def cmd_config(api: Api, args: argparse.Namespace, out: Out) -> int:
 
     if args.config_command == "set":
         res = api.config_set({args.key: args.value})
-        out.done(res, "updated for every worker: " + ", ".join(f"{k}={v}" for k, v in res["updated"].items()))
+        out.done(res, "updated for every worker: " + ", ".join(
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in res["updated"].items()))
         return EXIT_OK
     res = api.config()
     if args.key is None:

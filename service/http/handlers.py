@@ -72,7 +72,7 @@ async def read_json(request: web.Request) -> Any:
 
 async def register_broker(request: web.Request) -> web.Response:
     who = principal(request)
-    res = await request.app[NS].register_broker(who, await read_body(request), decode=json_object)
+    res = await request.app[NS].register_broker(who, await read_body(request), decode=json_object, door_key=b"http")
     return reply(res.to_dict())
 
 
@@ -205,7 +205,11 @@ async def get_config(request: web.Request) -> web.Response:
 
 async def put_config(request: web.Request) -> web.Response:
     who = principal(request)
-    return reply({"updated": await request.app[NS].update_config(who, obj(await read_json(request), "body"))})
+    ns = request.app[NS]
+    changed = await ns.update_config(who, obj(await read_json(request), "body"))
+    config = ns.config_view(who)  # GET /v1/config's shape, after the change, with what changed in the same form
+    return reply({"config": config, "runtime": sorted(ns.runtime_names),
+                  "updated": {name: config[name] for name in changed}})
 
 
 async def skew_report(request: web.Request) -> web.Response:

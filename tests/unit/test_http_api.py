@@ -129,6 +129,17 @@ async def test_runtime_config_switches(client):
     assert cfg["config"]["admin_token"] == ""
 
 
+async def test_config_put_answers_what_get_answers(client):
+    r = await client.put("/v1/config", json={"supportActingMaster": True, "waitSecondsForService": 5,
+                                             "enable_topic_list": "false"})
+    assert r.status == 200
+    put = await r.json()
+    get = await (await client.get("/v1/config")).json()
+    assert {k: put[k] for k in get} == get  # the same shape and values as GET, after the change
+    assert put["updated"] == {"support_acting_master": True, "wait_seconds_for_service": 5,
+                              "enable_topic_list": False}  # GET's names and JSON types, not strings
+
+
 @pytest.mark.parametrize("key", ["configStorePath", "kvConfigPath", "configBlackList", "rocketmqHome",
                                  "NAMESRV_ADMIN_TOKEN", "redis_password", "broker_tokens"])
 async def test_config_refuses_paths_and_secrets(client, key):
