@@ -95,6 +95,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
     p = command("add-write-perm", "restore writes to a broker's queues (mqadmin addWritePerm)")
     p.add_argument("broker")
+    p.add_argument("--yes", "-y", action="store_true", help="accepted, as on wipe-write-perm (restoring asks nothing)")
 
     kv = command("kv", "KV config (mqadmin updateKvConfig / deleteKvConfig / getKvConfig)")
     kv_cmds = kv.add_subparsers(dest="kv_command", required=True, metavar="ACTION")

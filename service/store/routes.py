@@ -559,8 +559,16 @@ class RouteStore:
 
     @bounded()
     async def kv_namespaces(self) -> list[str]:
-        """Every KV namespace ever written (an emptied one stays, as in Java), sorted: one SMEMBERS."""
-        return sorted(await self.redis.smembers(self.keys.kv_namespaces))
+        """The KV namespaces holding at least one key, sorted: SMEMBERS, then EXISTS of each in one pipeline.
+        An emptied namespace stays readable by name (an empty table, as Java's) but is not listed."""
+        names = sorted(await self.redis.smembers(self.keys.kv_namespaces))
+        if not names:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.exists(self.keys.kv(name))
+            found = await pipe.execute()
+        return [name for name, n in zip(names, found, strict=True) if n]
 
     # ------------------------------------------------------------------ runtime config, version, events, stats
 

@@ -213,6 +213,24 @@ def test_destructive_commands_ask_on_a_terminal_and_need_yes_elsewhere(server):
     assert admin(server, "kv", "delete", "tmp", "k", "-y").stdout == "tmp k: deleted\n"
 
 
+def test_add_write_perm_takes_yes_and_kv_list_leaves_out_emptied_namespaces(server):
+    assert admin(server, "wipe-write-perm", "broker-e", "--yes").returncode == 0
+    r = admin(server, "add-write-perm", "broker-e", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"broker-e: write permission restored on {topics_of('broker-e')} topic(s)\n"
+
+    assert admin(server, "kv", "put", "EmptiedSoon", "only-key", "v").returncode == 0
+    assert admin(server, "kv", "put", "EmptiedSoon", "second", "v").returncode == 0
+    assert "EmptiedSoon" in orjson.loads(admin(server, "kv", "list", "--json").stdout)["namespaces"]
+    assert admin(server, "kv", "delete", "EmptiedSoon", "only-key", "--yes").returncode == 0
+    assert "EmptiedSoon" in admin(server, "kv", "list").stdout  # one key left: still listed
+    assert admin(server, "kv", "delete", "EmptiedSoon", "second", "--yes").returncode == 0
+    assert "EmptiedSoon" not in orjson.loads(admin(server, "kv", "list", "--json").stdout)["namespaces"]
+    assert "EmptiedSoon" not in admin(server, "kv", "list").stdout
+    # by name it still reads as Java's GET_KVLIST_BY_NAMESPACE reads an emptied namespace: an empty table
+    assert orjson.loads(admin(server, "kv", "list", "EmptiedSoon", "--json").stdout)["table"] == {}
+
+
 def test_watch_refreshes(server):
     r = admin(server, "watch", "--count", "2", "--interval", "0.1", "--cluster", "ClusterA")
     assert r.returncode == 0, r.stderr
