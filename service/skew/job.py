@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from service.cmdline import add_common
 from service.config import ConfigError
 from service.errors import StoreUnavailable
 from service.skew import outputs
@@ -510,8 +511,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from service.cli import add_common
-
     parser = argparse.ArgumentParser(prog="namesrv skew-report", description=__doc__.splitlines()[0])
     add_common(parser)
     return add_arguments(parser)

@@ -87,7 +87,7 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser) -> argparse.Argumen
 
 
 def add_arguments(parser: argparse.ArgumentParser, every: bool = True) -> argparse.ArgumentParser:
-    """The skew-report flags. The common ones (-c, --redis-url, --key-prefix) come from service.cli.add_common,
+    """The skew-report flags. The common ones (-c, --redis-url, --key-prefix) come from service.cmdline.add_common,
     which service/cli.py and job.main() add first."""
     parser.add_argument(
         "--prefix",

@@ -68,3 +68,45 @@ def test_the_store_knows_nothing_of_the_core_or_the_doors():
     for path in modules("store"):
         bad = touches(imports_of(path), {"service.core", "service.http", "service.remoting", "aiohttp"})
         assert not bad, f"service/store/{path.name} imports {bad}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SERVICE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_skew_package_never_imports_the_cli():
+    """The CLI imports the skew job; shared command-line plumbing lives below both (service/cmdline.py)."""
+    for path in modules("skew"):
+        bad = touches(imports_of(path), {"service.cli", "service.admin", "service.server"})
+        assert not bad, f"service/skew/{path.name} imports {bad}"
+
+
+def test_no_import_cycles_between_modules():
+    """Imports anywhere in a module (lazy ones inside functions too) form no cycle; a package's __init__, which
+    Python imports before any of its modules, is left out."""
+    paths = {module_name(p): p for p in SERVICE.rglob("*.py") if p.name != "__init__.py"}
+
+    def imported(path: Path) -> set[str]:  # `from service.skew import job` imports the module service.skew.job
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        return out
+
+    graph = {name: {m for m in imported(path) if m in paths and m != name} for name, path in paths.items()}
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            raise AssertionError("import cycle: " + " -> ".join([*trail[trail.index(name):], name]))
+        if name in done:
+            return
+        for nxt in sorted(graph[name]):
+            visit(nxt, [*trail, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
