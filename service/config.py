@@ -82,7 +82,8 @@ class Settings:
     redis_password: str = _setting("", "Redis password (overrides the URL's)", secret=True)
     key_prefix: str = _setting("nsrv", "key prefix and hash tag: keys are {prefix}:...")
     redis_connect_timeout_ms: int = _setting(500, "Redis connect timeout", minimum=10, maximum=60_000)
-    redis_socket_timeout_ms: int = _setting(500, "Redis command timeout", minimum=10, maximum=60_000)
+    redis_socket_timeout_ms: int = _setting(500, "Redis command timeout (with redis_wait_replicas, the clients use "
+                                                 "this plus redis_wait_timeout_ms)", minimum=10, maximum=60_000)
     redis_retries: int = _setting(2, "retries of a failed Redis call (exponential backoff)", minimum=0,
                                   maximum=10)
     redis_deadline_ms: int = _setting(1000, "time one Redis call may take in all, retries included, before "
@@ -180,6 +181,15 @@ class Settings:
         if not self.redis_url:
             return "embedded"
         return "cluster" if self.redis_cluster else "single"
+
+    @property
+    def redis_command_timeout_ms(self) -> int:
+        """The socket timeout of the workers' Redis clients: redis_socket_timeout_ms, plus redis_wait_timeout_ms
+        when writes WAIT for replicas, so WAIT's own answer (after up to the wait timeout) is read rather than cut
+        off by the socket (which answered STORE_UNAVAILABLE, not REPLICATION_UNCONFIRMED). The store's per-call
+        deadline, not this, is what answers a hung Redis on time."""
+        wait = self.redis_wait_timeout_ms if self.redis_wait_replicas else 0
+        return self.redis_socket_timeout_ms + wait
 
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:

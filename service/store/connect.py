@@ -45,8 +45,10 @@ def _retry(settings: Settings, bulk: bool) -> Retry:
 
 def _socket_timeout(settings: Settings, bulk: bool) -> float:
     # The bulk client's socket timeout is the ceiling of the per-call deadline; the deadline itself (scaled by
-    # the topics a call carries) is what answers 503 against a hung Redis.
-    return settings.redis_bulk_deadline_ms / 1000 if bulk else settings.redis_socket_timeout_ms / 1000
+    # the topics a call carries) is what answers 503 against a hung Redis. Either outlasts a WAIT for replicas
+    # (Settings.redis_command_timeout_ms), so a WAIT that times out answers REPLICATION_UNCONFIRMED.
+    command_ms = settings.redis_command_timeout_ms
+    return max(settings.redis_bulk_deadline_ms, command_ms) / 1000 if bulk else command_ms / 1000
 
 
 def make_sentinel(settings: Settings) -> Sentinel:

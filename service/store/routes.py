@@ -112,6 +112,16 @@ class ReplicationUnconfirmed(StoreUnavailable):
     code = "REPLICATION_UNCONFIRMED"
 
 
+def _unconfirmed(acked: Any, replicas: int, timeout_ms: int) -> str:
+    """REPLICATION_UNCONFIRMED's message, one sentence whatever WAIT answered."""
+    wanted = f"{replicas} Redis replica{'s' if replicas != 1 else ''}"
+    if isinstance(acked, Exception):
+        told = f"waiting for {wanted} to confirm it failed ({type(acked).__name__}: {acked})"
+    else:
+        told = f"{int(acked)} of {wanted} confirmed it within {timeout_ms} ms"
+    return f"The change was written, but {told}, so a failover may lose it: check it, then retry."
+
+
 @dataclass(frozen=True)
 class StoreLimits:
     """How long calls may take and what a write waits for (settings redis_deadline_ms, redis_bulk_deadline_ms,
@@ -292,10 +302,7 @@ class RouteStore:
             if isinstance(res, Exception):
                 raise res
             if isinstance(acked, Exception) or int(acked) < replicas:
-                got = "an error" if isinstance(acked, Exception) else f"{int(acked)}"
-                raise ReplicationUnconfirmed(
-                    f"the change was written but only {got} of {replicas} Redis replicas confirmed it within "
-                    f"{timeout_ms} ms; it may be lost on a failover: check, then retry")
+                raise ReplicationUnconfirmed(_unconfirmed(acked, replicas, timeout_ms))
             return res
         raise AssertionError("unreachable")
 

@@ -21,6 +21,33 @@ from service.errors import StoreUnavailable
 from service.store.routes import PER_TOPIC_S, StoreLimits, translate
 
 
+@pytest.mark.parametrize("env", [
+    {"NAMESRV_REDIS_URL": "redis://h:6379/0"},
+    {"NAMESRV_REDIS_SENTINELS": "s1:26379"},
+    {"NAMESRV_REDIS_URL": "redis://seed:7000", "NAMESRV_REDIS_CLUSTER": "true"},
+], ids=["single", "sentinel", "cluster"])
+@pytest.mark.parametrize(("socket_ms", "wait_ms"), [(None, None), ("500", "1000"), ("2000", "1000"),
+                                                    ("100", "30000")])
+async def test_the_clients_socket_timeout_outlasts_wait(env, socket_ms, wait_ms):
+    """With WAIT on, the socket must not give up before WAIT answers (it answered STORE_UNAVAILABLE then)."""
+    from service.store.connect import make_redis
+
+    env = {**env, "NAMESRV_REDIS_WAIT_REPLICAS": "1"}
+    env |= {"NAMESRV_REDIS_SOCKET_TIMEOUT_MS": socket_ms} if socket_ms else {}
+    env |= {"NAMESRV_REDIS_WAIT_TIMEOUT_MS": wait_ms} if wait_ms else {}
+    settings = load_settings(env=env)
+    for bulk in (False, True):
+        client = make_redis(settings, bulk=bulk)
+        try:
+            pool = getattr(client, "connection_pool", None)  # RedisCluster: its nodes manager's, for every node
+            kwargs = pool.connection_kwargs if pool is not None else client.nodes_manager.connection_kwargs
+            assert kwargs["socket_timeout"] * 1000 >= settings.redis_wait_timeout_ms + settings.redis_socket_timeout_ms
+        finally:
+            await client.aclose()
+    off = load_settings(env={**env, "NAMESRV_REDIS_WAIT_REPLICAS": "0"})
+    assert off.redis_command_timeout_ms == off.redis_socket_timeout_ms  # without WAIT, unchanged
+
+
 def test_sentinel_addresses():
     assert parse_addresses(" s1:26379, 10.0.0.2:26380,[::1]:5000 ,") == [
         ("s1", 26379), ("10.0.0.2", 26380), ("::1", 5000)]
