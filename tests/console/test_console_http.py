@@ -163,4 +163,7 @@ async def test_store_lists_kv_namespaces(store):
     await store.kv_put("b", "k", "v")
     await store.kv_put("A", "k", "v")
     await store.kv_delete("b", "k")
-    assert await store.kv_namespaces() == ["A", "b"]  # sorted; an emptied namespace stays, as in Java
+    assert await store.kv_namespaces() == ["A"]  # an emptied namespace is not listed (issue 25 item 12)
+    assert await store.kv_list("b") == {}  # by name it still reads as Java's empty table
+    await store.kv_put("b", "k2", "v")
+    assert await store.kv_namespaces() == ["A", "b"]  # sorted
