@@ -29,6 +29,7 @@ from service import __version__, display
 from service.core import ANONYMOUS, NameServer, Principal, Role
 from service.errors import Disabled, Forbidden, NamesrvError, QueryNotFound, ReportNotFound, TopicNotExist, Unauthorized
 from service.http import console_charts as charts
+from service.http import limits
 from service.http.errors import http_status
 from service.http.guard import guarded
 from service.http.handlers import NS, principal
@@ -406,5 +407,8 @@ def setup_console(app: web.Application, stats: RequestStats) -> None:
     assets()  # fail at start, not on the first page, if the package data is missing
     app.router.add_get(PREFIX, guarded(to_console, PREFIX, stats))
     for method, path, handler in PAGES:
-        app.router.add_route(method, PREFIX + path, guarded(page(handler), PREFIX + path, stats))
+        run = page(handler)
+        if method == "POST":  # forms anyone may post: small bodies, refused by length before they are read
+            run = limits.gated(run, "open", limits.CONSOLE_LOGIN_BYTES)
+        app.router.add_route(method, PREFIX + path, guarded(run, PREFIX + path, stats))
     app.router.add_get(PREFIX + "/static/{name}", guarded(static, PREFIX + "/static/{name}", stats))

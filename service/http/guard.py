@@ -46,6 +46,19 @@ def _from_http(request: web.Request, exc: web.HTTPException) -> NamesrvError:
     return NamesrvError(exc.reason or "HTTP error")
 
 
+def _body_unread(request: web.Request) -> bool:
+    return request.body_exists and not request.content.is_eof()
+
+
+def close_unread(request: web.Request, resp: web.StreamResponse) -> None:
+    """After refusing a request whose body was not (all) read: close the connection rather than read the rest of
+    the body to discard it, which aiohttp otherwise does for up to 10 s per connection."""
+    resp.force_close()
+    stop_lingering = getattr(request.protocol, "stop_lingering", None)  # service/http/runner.py's connections
+    if stop_lingering is not None:
+        stop_lingering()
+
+
 def guarded(handler: Handler, route: str, stats: RequestStats) -> Handler:
     """`handler` with errors as JSON, the request id echoed, and its latency counted under `route`."""
     observe = stats.observe
@@ -58,9 +71,13 @@ def guarded(handler: Handler, route: str, stats: RequestStats) -> Handler:
             resp = await handler(request)
         except NamesrvError as err:
             resp = error_response(err, request.headers.get("X-Request-Id") or next_request_id())
+            if _body_unread(request):
+                close_unread(request, resp)
         except web.HTTPException as exc:
             resp = error_response(_from_http(request, exc),
                                   request.headers.get("X-Request-Id") or next_request_id())
+            if _body_unread(request):
+                close_unread(request, resp)
         except Exception:
             request_id = request.headers.get("X-Request-Id") or next_request_id()
             log.exception("unhandled error (request %s)", request_id)

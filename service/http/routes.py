@@ -10,7 +10,7 @@ from aiohttp import web
 
 from service import __version__
 from service.http import handlers as h
-from service.http import ops
+from service.http import limits, ops
 from service.http.guard import guarded, unmatched
 from service.metrics import RequestStats
 
@@ -24,15 +24,17 @@ class Route:
     summary: str
     rocketmq_code: str = ""
     body: str | None = None  # name of the request schema in components
+    max_body: int | None = None  # a route that reads a body: its limit (service/http/limits.py), role checked first
 
 
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/brokers/register", h.register_broker, "broker", "Register a broker and its topics", "103",
-          "RegisterBroker"),
+          "RegisterBroker", limits.REGISTRATION),
     Route("POST", "/v1/brokers/heartbeat", h.heartbeat, "broker",
-          "Heartbeat / query data version (changed=true: re-register)", "322 / 904", "Heartbeat"),
+          "Heartbeat / query data version (changed=true: re-register)", "322 / 904", "Heartbeat",
+          limits.BROKER_CALL_BYTES),
     Route("POST", "/v1/brokers/unregister", h.unregister_broker, "broker", "Unregister a broker address", "104",
-          "BrokerIdentity"),
+          "BrokerIdentity", limits.BROKER_CALL_BYTES),
     Route("GET", "/v1/brokers", h.live_brokers, "read",
           "Live brokers with last heartbeat, data version and topic count (?cluster=C)"),
     Route("GET", "/v1/topics/{topic}/route", h.topic_route, "read",
@@ -50,19 +52,20 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/v1/topics/{topic}", h.delete_topic, "admin", "Delete a topic (?cluster=C for one cluster)",
           "216"),
     Route("PUT", "/v1/topics/{topic}/route", h.put_topic_route, "admin", "Register a topic's queue data", "217",
-          "QueueDatas"),
+          "QueueDatas", limits.TOPIC_ROUTE_BYTES),
     Route("POST", "/v1/brokers/{brokerName}/wipe-write-perm", h.wipe_write_perm, "admin",
           "Wipe the write permission of a broker's queues", "205"),
     Route("POST", "/v1/brokers/{brokerName}/add-write-perm", h.add_write_perm, "admin",
           "Restore the write permission of a broker's queues", "327"),
-    Route("PUT", "/v1/kv/{namespace}/{key}", h.kv_put, "admin", "Put a KV config item", "100", "KvValue"),
+    Route("PUT", "/v1/kv/{namespace}/{key}", h.kv_put, "admin", "Put a KV config item", "100", "KvValue",
+          limits.KV_BYTES),
     Route("GET", "/v1/kv/{namespace}/{key}", h.kv_get, "read", "Get a KV config item", "101"),
     Route("DELETE", "/v1/kv/{namespace}/{key}", h.kv_delete, "admin", "Delete a KV config item", "102"),
     Route("GET", "/v1/kv/{namespace}", h.kv_list, "read", "List a KV namespace", "219"),
     Route("GET", "/v1/kv", h.kv_namespaces, "read", "KV namespaces ({namespaces}, sorted)"),
     Route("GET", "/v1/config", h.get_config, "admin", "Effective configuration (secrets masked)", "319"),
     Route("PUT", "/v1/config", h.put_config, "admin", "Change runtime switches (shared by all workers)", "318",
-          "ConfigChange"),
+          "ConfigChange", limits.CONFIG_BYTES),
     Route("GET", "/v1/reports/skew", h.skew_report, "read", "Latest topic load skew summary"),
     Route("GET", "/v1/reports/skew/history", h.skew_history, "read",
           "Kept skew report runs, newest first (?limit=N): totals and cluster metrics of each"),
@@ -156,7 +159,11 @@ async def openapi_json(request: web.Request) -> web.Response:
 def setup_routes(app: web.Application, stats: RequestStats) -> None:
     """Every route, its handler guarded (service/http/guard.py), then the JSON catch-all for the rest."""
     for r in ROUTES:
-        app.router.add_route(r.method, r.path, guarded(r.handler, r.path, stats))
+        if r.max_body is None:
+            app.router.add_route(r.method, r.path, guarded(r.handler, r.path, stats))
+            continue
+        app.router.add_route(r.method, r.path, guarded(limits.gated(r.handler, r.role, r.max_body), r.path, stats),
+                             expect_handler=limits.expect_handler(r.role, r.max_body))
     app.router.add_get("/openapi.json", guarded(openapi_json, "/openapi.json", stats))
     if app[h.NS].base_settings.console:  # HTML pages under /console/: not API, so not in /openapi.json
         from service.http.console import setup_console

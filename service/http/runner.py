@@ -20,6 +20,11 @@ from service.http.hot_path import route_read_shortcut
 
 
 class JsonErrorHandler(RequestHandler):
+    def stop_lingering(self) -> None:
+        """This connection closes after its current response without reading the rest of the request's body
+        (aiohttp would read it for up to lingering_time to discard it): set when a body is refused unread."""
+        self._lingering_time = 0.0
+
     def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
         if status >= 500:
