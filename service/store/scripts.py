@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from importlib.abc import Traversable
+from importlib.resources.abc import Traversable
 
 _INCLUDE = re.compile(r'^--- @include "([\w/]+)"\s*$', re.M)
 _NAME = re.compile(r"^(?P<op>[a-zA-Z]+)-(?P<nkeys>\d+)\.lua$")

@@ -4,9 +4,11 @@ the PATH; and a run prints no pandas-3 FutureWarning."""
 from __future__ import annotations
 
 import os
+import site
 import stat
 import subprocess
 import sys
+import sysconfig
 import uuid
 import venv
 from pathlib import Path
@@ -30,14 +32,32 @@ def test_interpreters_default_to_this_one_unless_the_user_chose():
 
 def make_venv_app(root: Path) -> Path:
     """A virtualenv that sees this interpreter's packages, with a `namesrv` console script as pip writes it.
-    It is never activated: only its bin/namesrv is run."""
+    It is never activated: only its bin/namesrv is run.
+
+    venv builds it on the *base* interpreter, so system_site_packages alone shows the base's packages, not
+    those of a virtualenv this suite may itself run from (a user's usual setup): a .pth file adds this
+    interpreter's site directories (their own .pth files included, e.g. the editable install of `service`)."""
     venv.create(root, system_site_packages=True, with_pip=False, symlinks=True)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(root), "platbase": str(root)}))
+    mine = [p for p in dict.fromkeys([*site.getsitepackages(), site.getusersitepackages()]) if Path(p).is_dir()]
+    (purelib / "_namesrv_test_parent.pth").write_text(
+        "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in mine) + "\n")
     script = root / "bin" / "namesrv"
     script.write_text(
         f"#!{root / 'bin' / 'python'}\nimport sys\nfrom service.cli import main\nsys.exit(main())\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
+
+
+def test_the_app_virtualenv_sees_this_interpreters_packages(tmp_path):
+    """What the test below builds on, checked without Spark: from a base interpreter or from a virtualenv (the
+    suite run as a user runs it), the app's virtualenv imports the project and its dependencies."""
+    namesrv = make_venv_app(tmp_path / "app")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    p = subprocess.run([str(namesrv.parent / "python"), "-c", "import service.cli, redis, pyspark"], env=env,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
 
 
 @pytest.mark.redis
