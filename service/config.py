@@ -56,6 +56,14 @@ class Settings:
                                              minimum=1024, maximum=1024 * 1024 * 1024)
     remoting_idle_s: int = _setting(120, "close a remoting connection silent this long (RocketMQ "
                                          "serverChannelMaxIdleTimeSeconds)", minimum=1, maximum=86_400)
+    remoting_frame_timeout_s: int = _setting(60, "a remoting frame must arrive whole within this long of its "
+                                                 "first byte, however its bytes trickle in; else the connection "
+                                                 "is closed", minimum=1, maximum=3600)
+    remoting_max_partial_bytes: int = _setting(64 * 1024 * 1024, "bytes a worker holds for incomplete remoting "
+                                                                 "frames over all its connections, counted at "
+                                                                 "their declared length; a frame past it closes "
+                                                                 "its connection before it is buffered",
+                                               minimum=1024, maximum=16 * 1024 * 1024 * 1024)
     remoting_max_in_flight: int = _setting(64, "requests one remoting connection may have in progress; more "
                                                "are answered SYSTEM_BUSY", minimum=1, maximum=65_536)
     remoting_max_pending: int = _setting(4096, "requests a worker may have in progress over all remoting "
@@ -421,6 +429,10 @@ def check_cross(s: Settings) -> None:
         if getattr(s, name):
             check_token(name, getattr(s, name))
     parse_trusted_networks(s.remoting_trusted_networks)
+    if s.remoting_max_partial_bytes < s.remoting_max_frame_bytes:
+        raise ConfigError(f"remoting_max_partial_bytes: {s.remoting_max_partial_bytes} is below "
+                          f"remoting_max_frame_bytes {s.remoting_max_frame_bytes}: a largest frame could never "
+                          "arrive")
     if s.remoting_port and s.remoting_port == s.port:
         raise ConfigError(f"remoting_port: {s.remoting_port} is also the HTTP port")
     if s.remoting_tls_mode != "DISABLED":

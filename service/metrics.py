@@ -141,6 +141,7 @@ class RemotingStats(CountsAndLatency):
         self.paused = 0  # times a connection stopped being read because its peer did not read its replies
         self.fast_routes = 0  # cached route reads answered by the decoder's hot path (code 105, SUCCESS)
         self.open_now = lambda: 0  # set by the server: connections open now
+        self.partial_now = lambda: 0  # set by the server: bytes held for incomplete frames (declared lengths)
 
     def observe(self, code: int, result: int, seconds: float) -> None:
         self.count((code, result), code, seconds)
@@ -164,6 +165,9 @@ class RemotingStats(CountsAndLatency):
                              "count in the first bucket)", "code", buckets, self.sums)
         yield GaugeMetricFamily("namesrv_remoting_connections", "remoting connections open now",
                                 value=self.open_now())
+        yield GaugeMetricFamily("namesrv_remoting_partial_frame_bytes", "bytes held for incomplete frames, at "
+                                "their declared lengths (bounded by NAMESRV_REMOTING_MAX_PARTIAL_BYTES)",
+                                value=self.partial_now())
         yield CounterMetricFamily("namesrv_remoting_connections_opened", "remoting connections accepted",
                                   value=self.opened)
         closes = CounterMetricFamily("namesrv_remoting_connections_closed", "remoting connections closed, by reason",

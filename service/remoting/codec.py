@@ -253,6 +253,15 @@ class FrameDecoder:
         """Bytes held back waiting for the rest of a frame."""
         return len(self._buf)
 
+    @property
+    def pending(self) -> int:
+        """What the incomplete frame held back takes once whole: its declared length with the prefix (at most
+        max_frame, or feed() raised), or the bytes held while its length has not arrived; 0 when none is held."""
+        buf = self._buf
+        if len(buf) < 4:
+            return len(buf)
+        return _INT32.unpack_from(buf, 0)[0] + 4
+
     def feed(self, data: bytes | bytearray | memoryview,
              fast: Callable[[memoryview, int, int], bytes | None] | None = None) -> list[RemotingCommand | bytes]:
         """Whole commands, in order. `fast(view, start, stop)`, when given, sees each frame's payload first

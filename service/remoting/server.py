@@ -4,7 +4,10 @@
   task and no copy beyond the write; everything else runs as a task, bounded per connection
   (`remoting_max_in_flight`) and per worker (`remoting_max_pending`): past either bound the answer is
   SYSTEM_BUSY at once, as Java's thread-pool queues answer "[OVERLOAD]system busy".
-- A frame over the limit or that cannot be decoded closes that connection only.
+- A frame over the limit or that cannot be decoded closes that connection only. Incomplete frames are bounded:
+  per connection by the frame limit, per worker by `remoting_max_partial_bytes` counted at each frame's declared
+  length as soon as its length prefix arrives (a frame past it closes its connection before it is buffered), and
+  in time by `remoting_frame_timeout_s` from a frame's first byte, which trickling bytes do not extend.
 - Broker liveness by connection, as Java's BrokerHousekeepingService: when a connection a broker registered on
   is closed by the peer, breaks, or idles out, the broker is unregistered at once (in Redis, so for every worker),
   unless it registered again since through another connection, worker or door. A worker that stops on purpose
@@ -68,6 +71,8 @@ class Connection(asyncio.Protocol):
         self.last_active = 0.0
         self.members: set[tuple[str, str]] = set()  # (cluster, brokerAddr) registered on this connection
         self.close_reason = "peer"
+        self.partial = 0  # bytes of the worker's partial-frame budget this connection's incomplete frame holds
+        self.frame_timer: asyncio.TimerHandle | None = None  # the incomplete frame's deadline
 
     # --- asyncio.Protocol
 
@@ -91,7 +96,31 @@ class Connection(asyncio.Protocol):
             self.server.stats.frame_errors += 1
             self.close("bad-frame")
             return
+        pending = self.decoder.pending
+        if pending != self.partial and not self.server.reserve(self, pending):
+            self._serve(items)
+            log.warning("remoting %s: closing the connection: a frame of %d bytes would take the worker's "
+                        "incomplete frames past remoting_max_partial_bytes", self.peer, pending)
+            self.close("partial-limit")
+            return
+        if not pending:
+            self._stop_frame_timer()
+        elif items or self.frame_timer is None:  # a frame begun in this chunk: its own deadline
+            self._stop_frame_timer()
+            self.frame_timer = self.server.loop.call_later(self.server.settings.remoting_frame_timeout_s,
+                                                           self._frame_late)
         self._serve(items)
+
+    def _stop_frame_timer(self) -> None:
+        if self.frame_timer is not None:
+            self.frame_timer.cancel()
+            self.frame_timer = None
+
+    def _frame_late(self) -> None:
+        self.frame_timer = None
+        log.warning("remoting %s: closing the connection: a frame not complete within %d s of its first byte",
+                    self.peer, self.server.settings.remoting_frame_timeout_s)
+        self.close("frame-timeout")
 
     def _serve(self, items: list[RemotingCommand | bytes]) -> None:
         """Cached route replies go out in one write; every other command is dispatched."""
@@ -105,6 +134,8 @@ class Connection(asyncio.Protocol):
             self.send(b"".join(ready) if len(ready) > 1 else ready[0])
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_frame_timer()
+        self.server.reserve(self, 0)
         self.server.closed(self, exc)
 
     def pause_writing(self) -> None:
@@ -131,6 +162,9 @@ class Connection(asyncio.Protocol):
 
     def close(self, reason: str) -> None:
         self.close_reason = reason
+        self._stop_frame_timer()
+        self.server.reserve(self, 0)
+        self.decoder = FrameDecoder(self.server.settings.remoting_max_frame_bytes)  # drop what it held
         if self.transport is not None:
             self.transport.close()
 
@@ -162,7 +196,9 @@ class RemotingServer:
         self.stats: RemotingStats = ns.metrics.remoting
         self.connections: set[Connection] = set()
         self.stats.open_now = lambda: len(self.connections)
+        self.stats.partial_now = lambda: self.partial_bytes
         self.pending = 0
+        self.partial_bytes = 0  # held for incomplete frames over all connections (their declared lengths)
         self.stopping = False
         self.loop = asyncio.get_event_loop()
         self._servers: list[asyncio.AbstractServer] = []
@@ -259,6 +295,16 @@ class RemotingServer:
                 conn.close("idle")
 
     # --- connections
+
+    def reserve(self, conn: Connection, size: int) -> bool:
+        """Let `conn`'s incomplete frame hold `size` bytes of the worker's budget (0 releases it); False, and
+        nothing changed, when growing it would pass remoting_max_partial_bytes."""
+        total = self.partial_bytes - conn.partial + size
+        if size > conn.partial and total > self.settings.remoting_max_partial_bytes:
+            return False
+        self.partial_bytes = total
+        conn.partial = size
+        return True
 
     def opened(self, conn: Connection) -> None:
         self.connections.add(conn)
