@@ -47,8 +47,9 @@ class Settings:
                                              "finished sending its request headers", minimum=1, maximum=3600)
     http_read_timeout_s: float = _setting(30.0, "a request body must arrive within this (a broker's 100 000 "
                                                 "topics are ~10 MB)", minimum=1, maximum=600)
-    max_body_bytes: int = _setting(64 * 1024 * 1024, "HTTP request body limit; admits a broker with 100 000 "
-                                                     "topics", minimum=1024, maximum=1024 * 1024 * 1024)
+    max_body_bytes: int = _setting(64 * 1024 * 1024, "HTTP registration body limit; admits a broker with 100 000 "
+                                                     "topics (other endpoints have fixed limits of at most "
+                                                     "256 KiB)", minimum=1024, maximum=1024 * 1024 * 1024)
     remoting_port: int = _setting(9876, "RocketMQ native remoting (TCP) port on the same host; 0 = off",
                                   minimum=0, maximum=65535)
     remoting_max_frame_bytes: int = _setting(16 * 1024 * 1024, "largest remoting frame accepted (RocketMQ's "
