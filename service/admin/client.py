@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import socket
 import ssl
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -23,7 +24,7 @@ from service.config import canonical_name
 from service.remoting import codes, fastjson
 from service.remoting.bodies import format_properties, parse_properties
 from service.remoting.codec import FrameDecoder, RemotingCommand, encode, is_response
-from service.remoting.signature import sign
+from service.remoting.signature import SIGNED_AT, sign
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED = 0, 1, 2, 3, 4
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -196,8 +197,8 @@ class RemotingApi:
     def request(self, code: int, ext: dict[str, str] | None = None, body: bytes = b"") -> Any:
         """Send one request and wait for its response (matched by opaque); an error code becomes AdminError."""
         fields = {k: v for k, v in (ext or {}).items() if v is not None}
-        if self.token:
-            fields = sign(fields, body, self.access_key, self.token)
+        if self.token:  # SignedAt: the server refuses this request if replayed outside its time window
+            fields = sign({**fields, SIGNED_AT: str(int(time.time() * 1000))}, body, self.access_key, self.token)
         opaque = next(self._opaques)
         cmd = RemotingCommand(code=code, language="PYTHON", version=479, opaque=opaque, ext_fields=fields, body=body)
         sock = self._connect()

@@ -9,19 +9,23 @@ unmodified broker register with auth on. What each principal may do is the core'
 from __future__ import annotations
 
 import ipaddress
+import time
+from collections.abc import Callable
 
 from service.config import Settings, parse_trusted_networks
 from service.core import ANONYMOUS, Access, Principal
 from service.errors import Unauthorized
-from service.remoting.signature import verify
+from service.remoting.signature import SIGNED_AT, verify
 
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"
+SIGNATURE_WINDOW_S = 300  # how far a SignedAt may be from the worker's clock (replays later than this: refused)
 
 
 class Credentials:
-    def __init__(self, access: Access, settings: Settings) -> None:
+    def __init__(self, access: Access, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.access = access
+        self.clock = clock
         self.networks = parse_trusted_networks(settings.remoting_trusted_networks)
 
     def of_connection(self, peer_ip: str | None, cert_cluster: str | None) -> Principal:
@@ -53,5 +57,18 @@ class Credentials:
             return unsigned
         for principal, secret in self.access.secrets_for(access_key):
             if verify(ext, body, secret):
+                if SIGNED_AT in ext:
+                    self._check_signed_at(ext[SIGNED_AT])
                 return principal
         raise Unauthorized(f"signature of AccessKey {access_key!r} does not verify")
+
+    def _check_signed_at(self, value: str) -> None:
+        """A signed SignedAt (ms) must be within SIGNATURE_WINDOW_S of this worker's clock: a request captured
+        and sent again later is refused. Requests without it (every stock client) are not checked."""
+        try:
+            age_s = (self.clock() * 1000 - int(value)) / 1000
+        except ValueError:
+            raise Unauthorized(f"SignedAt must be milliseconds since the epoch, got {value[:40]!r}") from None
+        if abs(age_s) > SIGNATURE_WINDOW_S:
+            raise Unauthorized(f"the request was signed {age_s:.0f} s from now, outside the {SIGNATURE_WINDOW_S} s "
+                               "window: a replayed request, or a clock off")

@@ -23,11 +23,15 @@ import base64
 import hashlib
 import hmac
 
-__all__ = ["ACCESS_KEY", "SECURITY_TOKEN", "SIGNATURE", "content", "sign", "signature_of", "verify"]
+__all__ = ["ACCESS_KEY", "SECURITY_TOKEN", "SIGNATURE", "SIGNED_AT", "content", "sign", "signature_of", "verify"]
 
 ACCESS_KEY = "AccessKey"
 SECURITY_TOKEN = "SecurityToken"
 SIGNATURE = "Signature"
+# Ours, optional: when a signed request carries it (ms since the epoch, signed like every ext field), the server
+# refuses it outside a time window, so a captured request cannot be replayed later. Stock RocketMQ clients do not
+# send it and are unaffected; `namesrv admin` sends it.
+SIGNED_AT = "SignedAt"
 
 
 def _utf16_order(key: str) -> bytes:

@@ -98,6 +98,49 @@ async def test_an_empty_access_key_is_anonymous_not_a_failed_login(make_door):
     assert (await c.request(codes.GET_ROUTEINFO_BY_TOPIC, cpp({"topic": "T"}))).code == NO_PERMISSION
 
 
+async def test_a_signed_time_bounds_replays_and_stock_signatures_still_pass(make_door):
+    import time
+
+    door = await make_door(**SECURED)
+    c = await door.client()
+    wipe = {"brokerName": "broker-a"}
+    now_ms = int(time.time() * 1000)
+    stock = signed(wipe, b"", "admin", ADMIN)  # what AclClientRPCHook sends: no time at all
+    assert (await c.request(codes.WIPE_WRITE_PERM_OF_BROKER, stock)).code == SUCCESS
+    fresh = signed({**wipe, "SignedAt": str(now_ms)}, b"", "admin", ADMIN)
+    assert (await c.request(codes.WIPE_WRITE_PERM_OF_BROKER, fresh)).code == SUCCESS
+    for stale in (now_ms - 301_000, now_ms + 301_000):  # captured and sent again 5 minutes later (or a bad clock)
+        r = await c.request(codes.WIPE_WRITE_PERM_OF_BROKER, signed({**wipe, "SignedAt": str(stale)}, b"", "admin",
+                                                                    ADMIN))
+        assert r.code == NO_PERMISSION and "window" in r.remark
+    moved = {**fresh, "SignedAt": str(now_ms + 1)}  # the time is signed: it cannot be refreshed
+    assert (await c.request(codes.WIPE_WRITE_PERM_OF_BROKER, moved)).code == NO_PERMISSION
+    garbage = signed({**wipe, "SignedAt": "yesterday"}, b"", "admin", ADMIN)
+    assert (await c.request(codes.WIPE_WRITE_PERM_OF_BROKER, garbage)).code == NO_PERMISSION
+
+
+async def test_namesrv_admin_signs_its_time(make_door):
+    import asyncio
+
+    from service.admin.client import RemotingApi
+
+    door = await make_door(**SECURED)
+    seen = []
+    verify = door.server.credentials.of_request
+
+    def spy(ext, body, unsigned):
+        seen.append(dict(ext))
+        return verify(ext, body, unsigned)
+
+    door.server.credentials.of_request = spy  # observe what the real client sends; the real check still runs
+    api = RemotingApi("127.0.0.1", door.port, ADMIN)
+    try:
+        assert await asyncio.to_thread(api.wipe_write_perm, "broker-a") == {"wipeTopicCount": 0}
+    finally:
+        api.close()
+    assert seen and "SignedAt" in seen[-1] and seen[-1]["AccessKey"] == "admin"
+
+
 async def test_trusted_networks_admit_unsigned_brokers_of_their_clusters(make_door):
     door = await make_door(**SECURED, remoting_trusted_networks="127.0.0.0/8=C1|C3,10.0.0.0/8=C2")
     c = await door.client()
