@@ -44,9 +44,12 @@ def topology_env(topo: SentinelTopology | ClusterTopology) -> dict[str, str]:
 
 
 def topology_url(topo: SentinelTopology | ClusterTopology) -> str:
-    """NAMESRV_REDIS_URL for the topology: empty for Sentinel, a seed node (no password in it) for Cluster."""
+    """NAMESRV_REDIS_URL for the topology: empty for Sentinel, a seed node (no password in it) for Cluster
+    (rediss:// with the CA file for a TLS cluster)."""
     if isinstance(topo, SentinelTopology):
         return ""
+    if topo.tls_ca_file:  # TLS only: rediss:// with the topology's CA
+        return f"rediss://127.0.0.1:{topo.live()[0].port}?ssl_ca_certs={topo.tls_ca_file}"
     return f"redis://127.0.0.1:{topo.live()[0].port}"
 
 

@@ -571,10 +571,13 @@ class SlotMigration:
 class ClusterTopology(_Topology):
     """`primaries` primaries with `replicas` replicas each (default 3 + 3), created by
     `redis-cli --cluster create`, on 127.0.0.1; each node has its own dir (and `cluster-config-file`), so a
-    restarted node keeps its identity. `password` sets `requirepass` and `masterauth` on every node."""
+    restarted node keeps its identity. `password` sets `requirepass` and `masterauth` on every node.
+
+    `tls=True`: every node listens on TLS only, replicates and talks on the cluster bus over TLS (`tls-cluster`),
+    with a throwaway CA (`tls_ca_file`) and a certificate for 127.0.0.1; clients must verify it."""
 
     def __init__(self, *, primaries: int = 3, replicas: int = 1, password: str | None = None,
-                 node_timeout_ms: int = 1000, timeout: float = 30.0) -> None:
+                 node_timeout_ms: int = 1000, timeout: float = 30.0, tls: bool = False) -> None:
         super().__init__("nsrv-cluster-", timeout)
         self.password = password
         self.node_timeout_ms = node_timeout_ms
@@ -582,6 +585,17 @@ class ClusterTopology(_Topology):
         self.nodes = [RedisNode(f"node-{i}", self.base_dir, password) for i in range(primaries * (1 + replicas))]
         self.all_nodes = self.nodes
         self.bus_ports = {n.name: alloc_port() for n in self.nodes}
+        self.tls_dir: str | None = None
+        if tls:
+            self.tls_dir = os.path.join(self.base_dir, "tls")
+            os.makedirs(self.tls_dir)
+            make_certs(self.tls_dir)
+            for node in self.nodes:
+                node.client_kwargs = {"ssl": True, "ssl_ca_certs": self.tls_ca_file}
+
+    @property
+    def tls_ca_file(self) -> str | None:
+        return os.path.join(self.tls_dir, "ca.crt") if self.tls_dir else None
 
     # ---- views
 
@@ -616,8 +630,12 @@ class ClusterTopology(_Topology):
         raise LookupError(f"{primary} has no live replica")
 
     def seed_url(self) -> str:
-        """`redis://[:password@]127.0.0.1:port` of a live node (any node serves as a startup node)."""
-        return self.live()[0].url
+        """`redis://[:password@]127.0.0.1:port` of a live node (any node serves as a startup node); with TLS
+        `rediss://…?ssl_ca_certs=<the CA>`."""
+        url = self.live()[0].url
+        if self.tls_dir:
+            url = "rediss://" + url.removeprefix("redis://") + f"?ssl_ca_certs={self.tls_ca_file}"
+        return url
 
     def startup_nodes(self) -> list[tuple[str, int]]:
         return [n.addr for n in self.live()]
@@ -639,7 +657,8 @@ class ClusterTopology(_Topology):
             "--cluster-enabled", "yes", "--cluster-config-file", os.path.join(node.dir, "nodes.conf"),
             "--cluster-port", str(self.bus_ports[node.name]), "--cluster-node-timeout", str(self.node_timeout_ms),
             "--cluster-replica-validity-factor", "0", "--cluster-allow-replica-migration", "no",
-        ])
+            *(["--tls-cluster", "yes"] if self.tls_dir else []),
+        ], self.tls_dir)
 
     def start(self) -> ClusterTopology:
         for n in self.nodes:
@@ -657,6 +676,8 @@ class ClusterTopology(_Topology):
                "--cluster-replicas", str(self.n_replicas), "--cluster-yes"]
         if self.password:
             cli += ["-a", self.password, "--no-auth-warning"]
+        if self.tls_dir:
+            cli += ["--tls", "--cacert", self.tls_ca_file]
         try:
             res = subprocess.run(cli, capture_output=True, text=True, timeout=self.timeout)
         except subprocess.TimeoutExpired as exc:

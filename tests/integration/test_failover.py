@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 import redis.asyncio as aioredis
+from redis.exceptions import RedisClusterException
 
 from service.config import load_settings
 from service.store.keys import Keys
@@ -187,6 +188,37 @@ async def test_cluster_failover_and_kill_under_load(make_cluster_topology, start
         await asyncio.to_thread(c.restart, old)
         await recovers(load, time.monotonic())
     assert pids(workers) == before
+
+
+async def test_cluster_over_tls_failover_and_kill_under_load(make_cluster_topology, start_workers):
+    """A Redis Cluster on TLS only (clients, replication and the cluster bus; no plain port): workers given a
+    rediss:// seed with the CA serve, follow a CLUSTER FAILOVER and a kill of the registry's primary, and nobody
+    restarts; the Spark job's reader reaches the cluster with the same settings, and without the CA it cannot."""
+    need("openssl")
+    c: ClusterTopology = make_cluster_topology(password="cluster-pw-tls", tls=True)
+    prefix = "s" + uuid.uuid4().hex[:6]
+    slot = c.slot_of(f"{{{prefix}}}:ver")
+    workers = start_workers(c, prefix)
+    before = pids(workers)
+    async with Load([w.url for w in workers], readers=2, writers=2) as load:
+        await load.wait_success("register", time.monotonic(), 10)
+        await asyncio.to_thread(c.failover, slot)
+        await recovers(load, time.monotonic())
+        await asyncio.to_thread(c.kill_primary, slot)
+        await recovers(load, time.monotonic())
+    assert pids(workers) == before
+
+    env = {f"NAMESRV_{k.upper()}": v for k, v in {**topology_env(c), "redis_url": topology_url(c)}.items()}
+    settings = load_settings(env=env)
+    assert settings.redis_url.startswith("rediss://") and settings.redis_mode == "cluster"
+    reader = RedisSpec.from_settings(settings).client()
+    try:
+        assert reader.ping()
+    finally:
+        reader.close()
+    no_ca = settings.replace(redis_url=settings.redis_url.split("?", 1)[0])
+    with pytest.raises(RedisClusterException, match="CERTIFICATE_VERIFY_FAILED"):  # the system CAs do not know it
+        RedisSpec.from_settings(no_ca).client()
 
 
 async def test_cluster_no_acknowledged_write_lost_with_wait(make_cluster_topology, start_workers):

@@ -21,7 +21,9 @@ from service.models import DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore, SnapshotStore, connect_store
 from service.store.routes import ReplicationUnconfirmed
 from service.store.snapshot_reader import RedisSpec, SnapshotReader
+from tests.conftest import need
 from tests.invariants import check_invariants
+from tests.namesrv_load import topology_url
 from tests.redis_topology import HOST, ClusterTopology, SentinelTopology
 
 pytestmark = pytest.mark.redis
@@ -39,7 +41,7 @@ def settings_for(topo, **extra):
         if topo.sentinel_password:
             env["NAMESRV_REDIS_SENTINEL_PASSWORD"] = topo.sentinel_password
     else:
-        env |= {"NAMESRV_REDIS_URL": f"redis://127.0.0.1:{topo.live()[0].port}", "NAMESRV_REDIS_CLUSTER": "true"}
+        env |= {"NAMESRV_REDIS_URL": topology_url(topo), "NAMESRV_REDIS_CLUSTER": "true"}
         if topo.password:
             env["NAMESRV_REDIS_PASSWORD"] = topo.password
     return load_settings(env=env)
@@ -102,10 +104,13 @@ def replica_node(topo, prefix: str):
     return topo.replica_of(owner_node(topo, prefix))
 
 
-@pytest.fixture(params=["sentinel", "cluster"])
+@pytest.fixture(params=["sentinel", "cluster", "cluster-tls"])
 def topology(request, make_sentinel_topology, make_cluster_topology):
     if request.param == "sentinel":
         return make_sentinel_topology(password=DATA_PW, sentinel_password=SENTINEL_PW)
+    if request.param == "cluster-tls":  # TLS only, the cluster bus and replication too (rediss:// with the CA)
+        need("openssl")
+        return make_cluster_topology(password=DATA_PW, tls=True)
     return make_cluster_topology(password=DATA_PW)
 
 
@@ -166,8 +171,9 @@ async def test_every_operation_in_each_mode(topology):
         # expiry: everything is due 10 minutes from now
         expired = await store.expire_all(now=now + 600_000)
         assert [e[2] for e in expired.expired] == ["b1"] and await store.topic_list() == []
-        direct = aioredis.Redis(host=HOST, port=owner_node(topology, prefix).port, password=DATA_PW,
-                                decode_responses=True)
+        owner = owner_node(topology, prefix)
+        direct = aioredis.Redis(host=HOST, port=owner.port, password=DATA_PW, decode_responses=True,
+                                **owner.client_kwargs)
         try:
             await check_invariants(direct, prefix)
         finally:
