@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from service.javaorder import hash_order
+
 WRITE = 2
 
 
@@ -144,6 +146,17 @@ class RouteModel:
                 self.filters.pop((cluster, addr), None)
         return "ok"
 
+    def answer(self, cluster, bid, addr, return_kv=True):
+        """RegisterBrokerResult after a registration that was not fenced: (haServerAddr, masterAddr, kvTable)."""
+        ha = master = None
+        if bid != 0:
+            name = self.live[(cluster, addr)].name
+            maddr = self.brokers[name].addrs.get(0)
+            if maddr is not None and (cluster, maddr) in self.live:
+                ha, master = self.live[(cluster, maddr)].ha or None, maddr
+        kv = dict(self.kv["ORDER_TOPIC_CONFIG"]) if return_kv and "ORDER_TOPIC_CONFIG" in self.kv else None
+        return ha, master, kv
+
     def heartbeat(self, cluster, addr, now):
         live = self.live.get((cluster, addr))
         if live is None:
@@ -214,7 +227,7 @@ class RouteModel:
         if not qds:
             return None
         brokers = []
-        for n in sorted(qds):
+        for n in hash_order(qds, str, copied=True):  # Java's HashSet order, as the route lists them
             b = self.brokers.get(n)
             if b is not None:
                 brokers.append([n, b.cluster, b.eam, dict(b.addrs)])
@@ -233,7 +246,7 @@ class RouteModel:
                         filters[a] = self.filters[(cluster, a)]
         return {
             "queueDatas": [{"brokerName": n, "perm": p, "readQueueNums": r, "topicSysFlag": s,
-                            "writeQueueNums": w} for n, (r, w, p, s) in sorted(qds.items())],
+                            "writeQueueNums": w} for n, (r, w, p, s) in hash_order(qds.items(), lambda kv: kv[0])],
             "brokerDatas": [{"brokerAddrs": {str(k): v for k, v in sorted(a.items())}, "brokerName": n,
                              "cluster": c, "enableActingMaster": e} for n, c, e, a in brokers],
             "filterServerTable": filters,

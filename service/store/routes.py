@@ -42,6 +42,7 @@ from redis.exceptions import (
 
 from service.config import DEFAULT_BROKER_TIMEOUT_MS
 from service.errors import NamesrvError, QueryNotFound, StoreUnavailable, from_script_code
+from service.javaorder import hash_order
 from service.models import (
     BrokerData,
     BrokerIdentity,
@@ -155,6 +156,25 @@ def bounded(bulk: bool = False) -> Callable[[Callable[..., Awaitable[R]]], Calla
         return wrapper
 
     return deco
+
+
+def _registration_result(res: list[Any]) -> RegisterBrokerResult | None:
+    """registerBroker's reply: a result, None for 'not unchanged' (3), or the error it codes."""
+    status = int(res[0])
+    if status < 0:
+        raise from_script_code(status, res[1] if len(res) > 1 else "")
+    if status == 3:
+        return None
+    if status == 2:
+        return RegisterBrokerResult(None, None, None, fenced=True)
+    return RegisterBrokerResult(
+        ha_server_addr=res[1] or None,
+        master_addr=res[2] or None,
+        kv_table=dict(_pairs(res[4])) if int(res[3]) else None,
+        changed_topics=int(res[5]),
+        register_first=bool(int(res[6])),
+        unchanged=bool(int(res[7])),
+    )
 
 
 def _pairs(flat: list[Any]) -> Iterable[tuple[Any, Any]]:
@@ -333,11 +353,14 @@ class RouteStore:
         single_topic_guard: bool = False,
         connection: str = "",
         cross_cluster_topics: Sequence[str] | None = None,
+        digest: str = "",
         now: int | None = None,
     ) -> RegisterBrokerResult:
         """REGISTER_BROKER. `connection`: the native connection it came on (its close unregisters the broker
         unless it registered again since). `cross_cluster_topics`: when not None, the cross-cluster guard is on
-        and these topics (the payload's non-system ones) must not live only on other clusters' brokers."""
+        and these topics (the payload's non-system ones) must not live only on other clusters' brokers.
+        `digest`: of the registration as received (NameServer.registration_digest), recorded so that the same
+        bytes again can be applied by register_unchanged; "" = unknown (the next one is a full one)."""
         eam = "" if req.enable_acting_master is None else _flag(req.enable_acting_master)
         fsl = "-" if req.filter_server_list is None else orjson.dumps(req.filter_server_list).decode()
         timeout = req.heartbeat_timeout_ms or default_timeout_ms or self.default_timeout_ms
@@ -348,22 +371,45 @@ class RouteStore:
             _flag(delete_topic_with_broker_registration), _flag(return_order_topic_config),
             _flag(single_topic_guard), fsl, req.topic_table.lines, "" if now is None else now,
             connection, _flag(cross_cluster_topics is not None),
-            "".join(t + "\n" for t in cross_cluster_topics or ()),
+            "".join(t + "\n" for t in cross_cluster_topics or ()), digest, "0", "",
             client=self.bulk_redis, deadline=self.limits.bulk(len(req.topics) or req.topic_table.count),
             wait=self.limits.wait_registrations,
         )
-        status = int(res[0])
-        if status < 0:
-            raise from_script_code(status, res[1] if len(res) > 1 else "")
-        if status == 2:
-            return RegisterBrokerResult(None, None, None, fenced=True)
-        return RegisterBrokerResult(
-            ha_server_addr=res[1] or None,
-            master_addr=res[2] or None,
-            kv_table=dict(_pairs(res[4])) if int(res[3]) else None,
-            changed_topics=int(res[5]),
-            register_first=bool(int(res[6])),
+        result = _registration_result(res)
+        if result is None:
+            raise AssertionError("registerBroker answered 'unchanged only' to a full registration")
+        return result
+
+    async def register_unchanged(
+        self,
+        digest: str,
+        *,
+        delete_topic_with_broker_registration: bool = False,
+        return_order_topic_config: bool = True,
+        single_topic_guard: bool = False,
+        connection: str = "",
+        cross_cluster: bool = False,
+        cross_cluster_topics: bool = False,
+        clusters: Iterable[str] | None = None,
+        now: int | None = None,
+    ) -> RegisterBrokerResult | None:
+        """REGISTER_BROKER of the same bytes as the registration recorded under `digest`, without its topics: O(1)
+        in the broker's topics. None when it cannot be shown unchanged (nothing written): send the full one.
+        `cross_cluster`: the cross-cluster guard is on; `cross_cluster_topics`: it would check the payload's
+        topics. `clusters`: the clusters the credential may write (None = any)."""
+        if clusters is not None:
+            clusters = list(clusters)
+            if not clusters:
+                return None
+        res = await self._run(
+            "registerBroker", self._fixed["registerBroker"],
+            "", "", "", "", "", "", "", "", "", "",
+            _flag(delete_topic_with_broker_registration), _flag(return_order_topic_config),
+            _flag(single_topic_guard), "", "", "" if now is None else now, connection, _flag(cross_cluster),
+            "*" if cross_cluster_topics else "", digest, "1", "".join(c + "\n" for c in clusters or ()),
+            wait=self.limits.wait_registrations,
         )
+        return _registration_result(res)
 
     async def heartbeat(
         self, cluster: str, broker_addr: str, data_version: DataVersion | None = None, now: int | None = None
@@ -475,8 +521,9 @@ class RouteStore:
         if not int(res[0]):
             return None
         _, qflat, brokers, filters, order = res
-        queue_datas = sorted((QueueData.decode(n, e) for n, e in _pairs(qflat)), key=lambda q: q.broker_name)
-        broker_datas = sorted((_broker_data(*b[:5]) for b in brokers), key=lambda b: b.broker_name)
+        # Java's hash order, as RouteInfoManager lists them (tools take "the first" broker data)
+        queue_datas = hash_order((QueueData.decode(n, e) for n, e in _pairs(qflat)), lambda q: q.broker_name)
+        broker_datas = hash_order((_broker_data(*b[:5]) for b in brokers), lambda b: b.broker_name, copied=True)
         return TopicRouteData(
             queue_datas=queue_datas,
             broker_datas=broker_datas,
