@@ -11,7 +11,7 @@
     {removedQueueDatas}  0 when the topic or cluster is unknown (a no-op, as in Java)
   Side effects:
     HDEL of the queue data of each broker (of the cluster), reverse index kept equal, topic dropped when
-    empty. Publishes the topic on {prefix}:changes.
+    empty; each broker that lost queue data gets a new topic generation ({P}:tg). Publishes the topic on {prefix}:changes.
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -31,6 +31,7 @@ for _, bname in ipairs(names) do
   if rcall("HDEL", kt, bname) == 1 then
     removed = removed + 1
     rcall("SREM", base .. "bt:" .. bname, topic)
+    topics_touched(base, bname)
   end
 end
 if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, topic) end

@@ -23,17 +23,29 @@
        close of that connection removes the broker only while this id is still the registered one
     18 cross-cluster guard "1"/"0" (a cluster-bound credential): refuse an address a live broker of another
        cluster holds, and a topic (of ARGV 19) that has queues only on other clusters' brokers
-    19 topics the guard checks: "name\n" repeated (the payload's non-system topics)
+    19 topics the guard checks: "name\n" repeated (the payload's non-system topics); in unchanged mode "*" = the
+       payload's topics would be checked, "" = none
+    20 digest of the registration as received ("" = none): SHA-256 of the door's header fields, the default
+       timeout and the raw body (service/core/nameserver.py says why that is safe). Recorded with the
+       registration so that the same bytes again can take the unchanged path
+    21 mode: "1" = unchanged: ARGV 1-10, 14 and 15 are not sent; the registration recorded under the digest of
+       ARGV 20 is replayed without its topics, if nothing that could change their outcome happened since;
+       otherwise {3} and nothing is written. "0" or absent = a full registration
+    22 unchanged mode: the clusters the credential may write, "name\n" repeated ("" = any); another gives {3}
   Returns:
-    {1, haServerAddr|"", masterAddr|"", hasKv 0/1, {k, v, ...}, changedTopics, registerFirst 0/1}
+    {1, haServerAddr|"", masterAddr|"", hasKv 0/1, {k, v, ...}, changedTopics, registerFirst 0/1, unchanged 0/1}
     {2}                fenced by a newer stateVersion at this id: ignored (live entry of the new addr dropped)
     {-1, ownerCluster} BROKER_NAME_CONFLICT: the brokerName belongs to another cluster; nothing written
     {-2}               REGISTER_FAILED: single-topic guard; nothing written
     {-4, topic}        CROSS_CLUSTER_REFUSED: the topic lives only on other clusters' brokers; nothing written
     {-5, brokerAddr}   CROSS_CLUSTER_REFUSED: a live broker of another cluster holds the address; nothing written
+    {3}                unchanged mode only: not provably unchanged, send the full registration; nothing written
   Side effects:
     route tables, reverse index, liveness; an address registered under a new brokerName leaves the old one;
-    a replaced address at the same id loses its liveness. Publishes changed topics on {prefix}:changes.
+    a replaced address at the same id loses its liveness. A broker whose queue data changed gets a new topic
+    generation ({P}:tg). With a digest: the live info records it with the role and generation it was applied
+    under, and {P}:rd:<digest> names the member (PX = twice the heartbeat timeout, at least 2 min).
+    Publishes changed topics on {prefix}:changes.
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -41,15 +53,32 @@ local K = { topics = KEYS[1], brokers = KEYS[2], clusters = KEYS[3], live = KEYS
 local base = key_base(KEYS[1])
 --- @include "includes/brokers"
 
-local cluster, name, id, addr = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local ha, zone, eam_arg = ARGV[5], ARGV[6], ARGV[7]
-local timeout, dv, sv = tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10])
 local delete_missing, return_kv, guard = ARGV[11] == "1", ARGV[12] == "1", ARGV[13] == "1"
-local filter_arg = ARGV[14]
 local now = now_ms(ARGV[16])
+local digest, unchanged = ARGV[20] or "", ARGV[21] == "1"
+local krd = base .. "rd:" .. digest
+local cluster, name, id, addr, ha, zone, eam_arg, timeout, dv, sv, filter_arg, recorded_token
+if unchanged then
+  -- Replay the registration recorded under this digest: the same bytes carry the same identity, data version,
+  -- topic table and filter servers, so the recorded arguments are the ones a full decode would give.
+  local member = rcall("GET", krd)
+  if not member then return { 3 } end
+  local f = rcall("HMGET", base .. "l:" .. member, "rd", "name", "id", "ha", "timeout", "dv", "sv", "zone", "eam",
+    "fsl", "tk")
+  if f[1] ~= digest then return { 3 } end  -- unregistered, expired, or registered other bytes since
+  cluster, addr = string.match(member, "^([^|]+)|(.+)$")
+  name, id, ha, timeout, dv, sv = f[2], f[3], f[4], tonumber(f[5]), f[6], tonumber(f[7])
+  zone, eam_arg, filter_arg, recorded_token = f[8], f[9], f[10], f[11]
+  if ARGV[22] ~= "" and not string.find("\n" .. ARGV[22], "\n" .. cluster .. "\n", 1, true) then return { 3 } end
+else
+  cluster, name, id, addr = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+  ha, zone, eam_arg = ARGV[5], ARGV[6], ARGV[7]
+  timeout, dv, sv = tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10])
+  filter_arg = ARGV[14]
+end
 
 local names, encs, in_payload = {}, {}, {}
-for t, r, w, p, s in string.gmatch(ARGV[15], "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%d+)\n") do
+for t, r, w, p, s in string.gmatch(unchanged and "" or ARGV[15], "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%d+)\n") do
   names[#names + 1] = t
   encs[#encs + 1] = { r, w, tonumber(p), s }
   in_payload[t] = true
@@ -58,12 +87,42 @@ end
 local kb, kba, kbt = base .. "b:" .. name, base .. "ba:" .. name, base .. "bt:" .. name
 local owner = rcall("HGET", kb, "cluster")
 if owner and owner ~= cluster then return { -1, owner } end
+
+-- What the topic step (10) depends on besides the table itself: the role it is applied in (master, prime slave
+-- with or without the write bit wiped, other), deleteTopicWithBrokerRegistration, and the broker's topic
+-- generation, which every script that changes its queue data renews (registrations, unregister, expiry, delete
+-- topic, register topic, write perm).
+local function role_of(flat_addrs)
+  if id == "0" then return "m" end
+  local min_id = nil
+  for i = 1, #flat_addrs, 2 do
+    local n = tonumber(flat_addrs[i])
+    if min_id == nil or n < min_id then min_id = n end
+  end
+  if eam_arg == "" or tonumber(id) ~= min_id then return "s" end
+  return eam_arg == "1" and "P" or "p"  -- "P": its queue data are registered with the write bit cleared
+end
+local function topic_token(role)
+  if role == "s" then return "s" end  -- step 10 does nothing for other slaves: no generation to watch
+  return role .. (delete_missing and "d" or "k") .. "|" .. (rcall("HGET", base .. "tg", name) or "")
+end
+
+if unchanged then
+  -- The unchanged path is taken only when the full path would change no queue data: this id still holds this
+  -- address (nothing to fence or replace), and role, switch and generation are those recorded by the
+  -- registration of these bytes: its topics are all in place as it left them, and no one changed one since.
+  -- A cross-cluster guard that would check the payload's topics needs them for a slave (not in bt:) => full.
+  if owner ~= cluster or rcall("HGET", kba, id) ~= addr then return { 3 } end
+  local role = role_of(rcall("HGETALL", kba))
+  if topic_token(role) ~= recorded_token then return { 3 } end
+  if ARGV[18] == "1" and ARGV[19] == "*" and role == "s" then return { 3 } end
+end
 if guard and #names == 1 and rcall("HEXISTS", kba, id) == 0 then return { -2 } end
 if ARGV[18] == "1" then
   for _, c in ipairs(rcall("SMEMBERS", K.clusters)) do
     if c ~= cluster and rcall("ZSCORE", K.live, c .. "|" .. addr) then return { -5, addr } end
   end
-  for t in string.gmatch(ARGV[19], "[^\n]+") do
+  for t in string.gmatch(unchanged and "" or ARGV[19], "[^\n]+") do
     if rcall("SISMEMBER", kbt, t) == 0 then  -- a topic this broker already serves was allowed before
       local holders = rcall("HKEYS", base .. "t:" .. t)
       local ours = #holders == 0
@@ -153,7 +212,7 @@ local is_prime_slave = eam_arg ~= "" and not is_master and tonumber(id) == min_i
 
 -- Step 10: topics, from the master or the prime slave only.
 local changed_topics = 0
-if is_master or is_prime_slave then
+if (is_master or is_prime_slave) and not unchanged then
   if delete_missing then
     for _, t in ipairs(rcall("SMEMBERS", kbt)) do
       if not in_payload[t] then
@@ -205,12 +264,22 @@ if is_master or is_prime_slave then
       end
     end
   end
+  if changed_topics > 0 then topics_touched(base, name) end
 end
 
 -- Step 11: liveness, keyed by (cluster, addr), scored on the Redis clock.
 rcall("ZADD", K.live, now, member)
 rcall("ZADD", K.deadlines, now + timeout, member)
 rcall("HSET", kl, "dv", dv, "sv", sv, "ha", ha, "timeout", timeout, "name", name, "id", id, "conn", ARGV[17] or "")
+if digest == "" then
+  rcall("HDEL", kl, "rd", "tk")  -- the bytes are unknown: the next registration must be a full one
+elseif not unchanged then
+  rcall("HSET", kl, "rd", digest, "tk", topic_token(role_of(rcall("HGETALL", kba))), "zone", zone, "eam", eam_arg,
+    "fsl", filter_arg)
+end
+-- The digest's key outlives the broker's registration interval (30 s) even for short timeouts; one left behind
+-- by other bytes since is harmless: the live info's "rd" decides.
+if digest ~= "" then rcall("SET", krd, member, "PX", 2 * math.max(timeout, 60000)) end
 
 -- Step 12: filter servers: absent leaves them, "[]" removes, a list replaces.
 if filter_arg ~= "-" then
@@ -243,4 +312,4 @@ if return_kv and rcall("SISMEMBER", K.kvns, "ORDER_TOPIC_CONFIG") == 1 then
   has_kv = 1
   kv = rcall("HGETALL", base .. "kv:ORDER_TOPIC_CONFIG")
 end
-return { 1, ha_out, master_out, has_kv, kv, changed_topics, register_first and 1 or 0 }
+return { 1, ha_out, master_out, has_kv, kv, changed_topics, register_first and 1 or 0, unchanged and 1 or 0 }

@@ -13,7 +13,7 @@
     {-3, brokerName}    BROKER_NOT_FOUND: a queue data names an unknown broker; nothing written
                         (Java may merge the ones before it; we refuse the whole call)
   Side effects:
-    topic hash, topic set, reverse index. Publishes the topic on {prefix}:changes unless nothing changed.
+    topic hash, topic set, reverse index; a new topic generation ({P}:tg) for each broker written. Publishes the topic on {prefix}:changes unless nothing changed.
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -33,6 +33,7 @@ for _, row in ipairs(rows) do
   if rcall("HGET", kt, row[1]) ~= row[2] then
     rcall("HSET", kt, row[1], row[2])
     rcall("SADD", base .. "bt:" .. row[1], topic)
+    topics_touched(base, row[1])
     changed = true
   end
 end

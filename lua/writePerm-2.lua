@@ -10,7 +10,8 @@
   Returns:
     {topicCount}  topics that have queue data of this broker (counted even when perm was unchanged)
   Side effects:
-    queue data perms. Publishes changed topics. Cost O(the broker's topics) through the reverse index.
+    queue data perms; a new topic generation for the broker ({P}:tg) when a perm changed. Publishes changed
+    topics. Cost O(the broker's topics) through the reverse index.
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -34,5 +35,6 @@ for _, t in ipairs(rcall("SMEMBERS", K.brokerTopics)) do
     end
   end
 end
+if ch.n > 0 or ch.all then topics_touched(base, name) end
 changes_publish(base, K.ver, ch)
 return { count }

@@ -428,6 +428,7 @@ class RegisterBrokerResult:
     fenced: bool = False
     changed_topics: int = 0
     register_first: bool = False
+    unchanged: bool = False  # applied without its topics: the same bytes as this broker's last registration
 
     def to_dict(self) -> dict[str, Any]:
         return {"haServerAddr": self.ha_server_addr, "masterAddr": self.master_addr,

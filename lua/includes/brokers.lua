@@ -31,6 +31,7 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch)
     end
   end
   if not matched then return 0 end
+  topics_touched(base, broker_name)
   local kbt = base .. "bt:" .. broker_name
   local topics = rcall("SMEMBERS", kbt)
   if remaining == 0 then
@@ -41,6 +42,7 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch)
       changes_add(ch, t)
     end
     rcall("DEL", kb, kba, kbt)
+    rcall("HDEL", base .. "tg", broker_name)
     rcall("SREM", K.brokers, broker_name)
     local kc = base .. "c:" .. cluster
     rcall("SREM", kc, broker_name)

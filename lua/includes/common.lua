@@ -79,3 +79,11 @@ local function changes_publish(base, k_ver, ch)
   rcall("PUBLISH", base .. "changes", payload)
   return ch.n
 end
+
+-- A broker's queue data changed (any topic of it: added, removed, perm or queue counts): give the broker a new
+-- generation from one registry-wide counter, so a value is never reused, not even after the broker is removed
+-- and registered again. registerBroker's unchanged path is valid only while the generation it recorded holds.
+local function topics_touched(base, broker_name)
+  local ktg = base .. "tg"
+  rcall("HSET", ktg, broker_name, rcall("HINCRBY", ktg, "#", 1))
+end

@@ -16,6 +16,7 @@ from service.errors import BrokerNotFound, InvalidArgument, NamesrvError
 from service.models import bool_text, int_text
 from service.remoting import codes, fastjson
 from service.remoting.bodies import (
+    V5_0_0,
     BodyError,
     crc32_of,
     decode_data_version,
@@ -140,9 +141,13 @@ async def register_broker(call: Call) -> Reply:
     header = {**_identity(call), "haServerAddr": call.ext("haServerAddr"), "zoneName": call.ext("__ZONE_NAME"),
               "enableActingMaster": bool_text(call.ext("enableActingMaster"), "enableActingMaster"),
               "heartbeatTimeoutMillis": int_text(call.ext("heartbeatTimeoutMillis"), "heartbeatTimeoutMillis")}
-    decode = partial(registration, header, bool_text(call.ext("compressed"), "compressed") or False, cmd.version)
-    res = await call.ns.register_broker(call.who, cmd.body, decode=decode, single_topic_guard=True,
-                                        connection=call.connection.id)
+    compressed = bool_text(call.ext("compressed"), "compressed") or False
+    decode = partial(registration, header, compressed, cmd.version)
+    # Everything besides the body that the decoded registration depends on: the same key and body bytes again
+    # are the same registration (NameServer.registration_digest).
+    door_key = b"remoting\0" + fastjson.dumps([header, compressed, cmd.version >= V5_0_0])
+    res = await call.ns.register_broker(call.who, cmd.body, decode=decode, door_key=door_key,
+                                        single_topic_guard=True, connection=call.connection.id)
     if not res.fenced:
         call.connection.registered(header["clusterName"], header["brokerAddr"])
     ext = {"haServerAddr": res.ha_server_addr, "masterAddr": res.master_addr}

@@ -60,6 +60,10 @@ class Keys:
         return self.base + "config"
 
     @property
+    def topic_gens(self) -> str:  # HASH brokerName -> generation of its queue data; "#" -> the counter
+        return self.base + "tg"
+
+    @property
     def changes(self) -> str:  # pub/sub channel: "<ver>\n*" or "<ver>\n<topic>\n<topic>..."
         return self.base + "changes"
 
@@ -96,6 +100,9 @@ class Keys:
 
     def live_info(self, cluster: str, addr: str) -> str:  # HASH dv, ha, timeout, name, id
         return self.base + "l:" + live_member(cluster, addr)
+
+    def registration(self, digest: str) -> str:  # STRING (PX) "cluster|addr" that last registered this digest
+        return self.base + "rd:" + digest
 
     def kv(self, namespace: str) -> str:  # HASH key -> value
         return self.base + "kv:" + namespace

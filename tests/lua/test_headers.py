@@ -263,13 +263,14 @@ async def test_scripts_write_the_keys_keys_py_names():
     s = RouteStore(r, prefix="kp")
     k = s.keys
     await s.register_broker(RegisterBroker("C1", "B1", 0, "10.0.0.1:10911", "10.0.0.1:10912",
-                                           {"T1": TopicConfig()}, filter_server_list=["10.0.0.1:1"]), now=1)
+                                           {"T1": TopicConfig()}, filter_server_list=["10.0.0.1:1"]), now=1,
+                            digest="d1")
     await s.kv_put(ORDER_TOPIC_CONFIG, "T1", "B1:8")
     await s.put_runtime_config({"x": "y"})
     expected = {k.topics, k.brokers, k.clusters, k.live, k.deadlines, k.filter_servers, k.version,
                 k.kv_namespaces, k.runtime_config, k.topic("T1"), k.broker_data("B1"), k.broker_addrs("B1"),
                 k.broker_topics("B1"), k.cluster("C1"), k.live_info("C1", "10.0.0.1:10911"),
-                k.kv(ORDER_TOPIC_CONFIG)}
+                k.kv(ORDER_TOPIC_CONFIG), k.topic_gens, k.registration("d1")}
     assert set(await r.keys("*")) == expected
     await r.aclose()
 

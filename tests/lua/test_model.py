@@ -1,12 +1,15 @@
 """Model-based test: random operation sequences against the Redis store and tests/model.py in lockstep.
 
 After every step, routes for every topic (with and without acting master), cluster info, the topic list and
-the live set must equal the model's, and the structural invariants must hold in Redis.
+the live set must equal the model's, and the structural invariants must hold in Redis. Registrations go in full
+or, as a door sends raw bodies, first as unchanged (by digest, `repeat` re-sends earlier ones): both must do
+what the model's full registration does and answer what it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 
 import fakeredis
@@ -43,6 +46,8 @@ def make_machine(connect):
             self.now = 1_000_000
             self.support_acting_master = False
             self.conns: dict[str, set[tuple[str, str]]] = {}  # what each native connection registered
+            self.sent: list[tuple] = []  # registrations sent as raw bodies, for `repeat`
+            self.unchanged = 0
 
         def run(self, coro):
             return self.loop.run_until_complete(coro)
@@ -57,17 +62,54 @@ def make_machine(connect):
               eam=st.sampled_from([None, True, False]), timeout=st.sampled_from([1000, 5000, 120_000]),
               delete_missing=st.booleans(),
               filters=st.sampled_from([None, [], ["10.9.0.1:1"]]),
-              conn=st.sampled_from(["", "", "conn-1", "conn-2"]), guarded=st.booleans())
-        def register(self, c, n, bid, a, topics, counter, sv, eam, timeout, delete_missing, filters, conn, guarded):
+              conn=st.sampled_from(["", "", "conn-1", "conn-2"]), guarded=st.booleans(), raw=st.booleans())
+        def register(self, c, n, bid, a, topics, counter, sv, eam, timeout, delete_missing, filters, conn, guarded,
+                     raw):
+            body = (c, n, bid, a, tuple(sorted(topics.items())), counter, sv, eam, timeout,
+                    None if filters is None else tuple(filters))
+            if raw:
+                self.sent.append(body)
+            self.send(body, delete_missing, conn, guarded, raw)
+
+        @rule(pick=st.integers(0, 1000), delete_missing=st.booleans(), conn=st.sampled_from(["", "conn-1"]),
+              guarded=st.booleans())
+        def repeat(self, pick, delete_missing, conn, guarded):
+            """The same bytes as an earlier registration (stock brokers send theirs every 30 s)."""
+            if self.sent:  # mostly one of the last few: older ones were usually overtaken since
+                recent = self.sent[-3:] if pick % 4 else self.sent
+                self.send(recent[pick % len(recent)], delete_missing, conn, guarded, True)
+
+        @rule(delete_missing=st.booleans())
+        def repeat_last(self, delete_missing):
+            if self.sent:
+                self.send(self.sent[-1], delete_missing, "", False, True)
+
+        def send(self, body, delete_missing, conn, guarded, raw):
+            c, n, bid, a, items, counter, sv, eam, timeout, filters = body
+            topics = dict(items)
             self.now += 10
             guard_topics = sorted(topics) if guarded else None
             req = RegisterBroker(
                 cluster=c, broker_name=n, broker_id=bid, broker_addr=a, ha_server_addr="10.0.1.1:1",
                 topics={t: TopicConfig(*v) for t, v in topics.items()},
                 data_version=DataVersion(1, counter, sv), enable_acting_master=eam,
-                heartbeat_timeout_ms=timeout, filter_server_list=filters)
-            call = self.store.register_broker(req, delete_topic_with_broker_registration=delete_missing,
-                                              connection=conn, cross_cluster_topics=guard_topics, now=self.now)
+                heartbeat_timeout_ms=timeout, filter_server_list=None if filters is None else list(filters))
+            digest = hashlib.sha256(repr(body).encode()).hexdigest() if raw else ""
+
+            async def call():
+                if raw:  # as NameServer.register_broker does for a door's raw body
+                    res = await self.store.register_unchanged(
+                        digest, delete_topic_with_broker_registration=delete_missing, connection=conn,
+                        cross_cluster=guarded, cross_cluster_topics=guarded, now=self.now)
+                    if res is not None:
+                        assert res.unchanged and res.changed_topics == 0 and not res.register_first
+                        self.unchanged += 1
+                        return res
+                return await self.store.register_broker(
+                    req, delete_topic_with_broker_registration=delete_missing, connection=conn,
+                    cross_cluster_topics=guard_topics, digest=digest, now=self.now)
+
+            call = call()
             try:
                 expected = self.model.register(c, n, bid, a, "10.0.1.1:1", topics, (1, counter, sv), eam,
                                                timeout, self.now, delete_missing, filters, conn, guard_topics)
@@ -81,6 +123,9 @@ def make_machine(connect):
                 return
             res = self.run(call)
             assert res.fenced == (expected == "fenced")
+            if not res.fenced:
+                ha, master, kv = self.model.answer(c, bid, a)
+                assert (res.ha_server_addr, res.master_addr, res.kv_table) == (ha, master, kv)
             if conn:
                 self.conns.setdefault(conn, set()).add((c, a))
 
