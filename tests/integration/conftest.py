@@ -17,8 +17,8 @@ from tests.topology.conftest import make_cluster_topology, make_sentinel_topolog
 
 
 class Namesrv:
-    def __init__(self, redis_url: str, prefix: str, workers: int = 1, **env: object) -> None:
-        self.port = free_port()
+    def __init__(self, redis_url: str, prefix: str, workers: int = 1, port: int | None = None, **env: object) -> None:
+        self.port = port or free_port()
         self.remoting_port = int(env.pop("remoting_port", free_port()))
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "NAMESRV_REDIS_URL": redis_url, "NAMESRV_KEY_PREFIX": prefix,
