@@ -136,7 +136,8 @@ def registration(header: dict[str, Any], compressed: bool, version: int, raw: by
 async def register_broker(call: Call) -> Reply:
     cmd = call.cmd
     crc = int_text(call.ext("bodyCrc32"), "bodyCrc32") or 0
-    if crc and crc32_of(cmd.body) != crc:
+    memo = call.connection.registration
+    if crc and not memo.crc_known(cmd.body, crc) and crc32_of(cmd.body) != crc:
         return Reply(SYSTEM_ERROR, "crc32 not match")
     header = {**_identity(call), "haServerAddr": call.ext("haServerAddr"), "zoneName": call.ext("__ZONE_NAME"),
               "enableActingMaster": bool_text(call.ext("enableActingMaster"), "enableActingMaster"),
@@ -146,8 +147,10 @@ async def register_broker(call: Call) -> Reply:
     # Everything besides the body that the decoded registration depends on: the same key and body bytes again
     # are the same registration (NameServer.registration_digest).
     door_key = b"remoting\0" + fastjson.dumps([header, compressed, cmd.version >= V5_0_0])
-    res = await call.ns.register_broker(call.who, cmd.body, decode=decode, door_key=door_key,
+    res = await call.ns.register_broker(call.who, cmd.body, decode=decode, door_key=door_key, memo=memo,
                                         single_topic_guard=True, connection=call.connection.id)
+    if crc and memo.crc != crc and memo.body is not None and (memo.body is cmd.body or memo.body == cmd.body):
+        memo.crc = crc  # verified above, for the body the memo keeps now
     if not res.fenced:
         call.connection.registered(header["clusterName"], header["brokerAddr"])
     ext = {"haServerAddr": res.ha_server_addr, "masterAddr": res.master_addr}

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from service.config import Settings
-from service.core import NameServer, Principal
+from service.core import NameServer, Principal, RegistrationMemo
 from service.errors import RMQ_REQUEST_CODE_NOT_SUPPORTED, RMQ_SYSTEM_BUSY, RMQ_SYSTEM_ERROR, NamesrvError
 from service.metrics import RemotingStats
 from service.remoting import codes
@@ -70,6 +70,7 @@ class Connection(asyncio.Protocol):
         self.in_flight = 0
         self.last_active = 0.0
         self.members: set[tuple[str, str]] = set()  # (cluster, brokerAddr) registered on this connection
+        self.registration = RegistrationMemo()  # the last registration body: the same bytes again are not hashed
         self.close_reason = "peer"
         self.partial = 0  # bytes of the worker's partial-frame budget this connection's incomplete frame holds
         self.frame_timer: asyncio.TimerHandle | None = None  # the incomplete frame's deadline

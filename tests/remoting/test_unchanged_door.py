@@ -109,3 +109,31 @@ async def test_native_zipped_body_sent_as_not_compressed(door):
     first, second = [await c.request(codes.REGISTER_BROKER, ext, body, version=493) for _ in range(2)]
     assert (first.code, first.remark) == (second.code, second.remark)
     assert registrations(door, "unchanged") == (1 if first.code == SUCCESS else 0)
+
+
+async def test_the_same_bytes_with_another_crc_are_still_checked(door):
+    """The connection's memo spares the CRC only for the very bodyCrc32 the same bytes were verified against."""
+    c = await door.client()
+    body = compressed_body()
+    ok = await c.request(codes.REGISTER_BROKER, register_ext(compressed="true", bodyCrc32=crc32_of(body)), body,
+                         version=493)
+    assert ok.code == SUCCESS
+    bad = await c.request(codes.REGISTER_BROKER, register_ext(compressed="true", bodyCrc32=crc32_of(body) ^ 1), body,
+                          version=493)
+    assert (bad.code, bad.remark) == (1, "crc32 not match")
+    again = await c.request(codes.REGISTER_BROKER, register_ext(compressed="true", bodyCrc32=crc32_of(body)), body,
+                            version=493)
+    assert again.code == SUCCESS and registrations(door, "unchanged") == 1
+
+
+def test_memo_gives_the_digest_of_the_bytes():
+    from service.core.nameserver import RegistrationMemo, digest_key, registration_digest
+
+    memo = RegistrationMemo()
+    a, b = compressed_body(1), compressed_body(2)
+    for body in (a, a, b, a):
+        assert memo.digest_of(digest_key(b"k", 5), body) == registration_digest(b"k", 5, body)
+    assert memo.digest_of(digest_key(b"other", 5), a) == registration_digest(b"other", 5, a)
+    big = b"x" * (RegistrationMemo.MAX_BYTES + 1)
+    assert memo.digest_of(digest_key(b"k", 5), big) == registration_digest(b"k", 5, big)
+    assert memo.body == a  # too big to keep: the last kept body stays
