@@ -17,7 +17,7 @@ PLANS = {
     "full": [["benchmarks.store_bench", "--full"], ["benchmarks.http_bench", "--full"],
              ["benchmarks.skew_bench", "--rows", "1000000,2000000,5000000,10000000", "--repeat", "2"],
              ["benchmarks.redis_capacity"], ["benchmarks.faults"], ["benchmarks.failover_bench", "--rounds", "3"],
-             ["benchmarks.instructions", "--quick"]],
+             ["benchmarks.instructions", "--quick"], ["benchmarks.register_bench", "--quick"]],
 }
 
 
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     p.add_argument("--full", action="store_true", help="the longer runs (about 20 minutes)")
     p.add_argument("--skip", action="append", default=[], help="skip a benchmark: store, http, skew (full also: "
-                   "redis_capacity, faults, failover, instructions)")
+                   "redis_capacity, faults, failover, instructions, register)")
     args = p.parse_args(argv)
     failed = []
     for module, *rest in PLANS["full" if args.full else "quick"]:

@@ -113,3 +113,23 @@ def test_instructions_bench_tiny(tmp_path):
     assert res["ratio"] == res["ceiling"]["per_request"] / res["service"]["per_request"]
     table = (tmp_path / "instructions-tiny.md").read_text()
     assert f"{res['service']['per_request']:,.0f}" in table and f"{res['ratio']:.2f}" in table
+
+
+def test_register_bench_tiny(tmp_path):
+    """The unchanged-registration benchmark at tiny size: every measured registration is one script call that
+    the worker took as unchanged (the counter says so), and the table shows each size and form."""
+    need("redis-server")
+    from benchmarks import register_bench
+
+    res = register_bench.main(["--tiny", "--out", str(tmp_path)])
+    saved = orjson.loads((tmp_path / "register-tiny.json").read_bytes())
+    assert saved["results"] == res["results"]
+    size = register_bench.SIZES["tiny"]
+    assert [(r["form"], r["topics"]) for r in res["results"]] == [
+        (form, n) for n in size["topics"] for form in ("compressed", "plain")]
+    for r in res["results"]:
+        assert r["repeat"] == size["repeat"] == r["registration_scripts"]  # one script call each
+        assert r["unchanged"] == size["repeat"], r  # every measured one took the unchanged path
+        assert r["redis_us_per_registration"] > 0 and r["worker_cpu_us"] > 0
+    table = (tmp_path / "register-tiny.md").read_text()
+    assert all(f"| {r['form']} | {r['topics']:,} |" in table for r in res["results"])

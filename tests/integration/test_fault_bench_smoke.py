@@ -30,6 +30,8 @@ def test_redis_capacity_tiny(tmp_path):
     doc = redis_capacity.main(["--tiny", "--out", str(tmp_path / "cap.json")])
     cases = [r["case"] for r in doc["results"]]
     assert cases == ["registerBroker, 10 topics, data version unchanged (the 30 s re-registration)",
+                     "registerBroker, 10 topics, the same bytes again (unchanged: decided by digest, no topic "
+                     "touched)",
                      "heartbeat, batch of 1", "heartbeat, batch of 5",
                      "getRoute, topic on 2 brokers (route-cache miss)"]
     assert all(r["calls_per_s"] > 0 and r["redis_usec_per_call"] > 0 for r in doc["results"])
