@@ -2,7 +2,9 @@
 
 - every brokerName in queue data exists; each broker in exactly one cluster, matching its data;
 - no empty cluster, topic or broker; live entries <=> broker addresses; deadlines <=> live;
-- the reverse index brokerName -> topics equals the forward table.
+- the reverse index brokerName -> topics equals the forward table;
+- topic generations only for existing brokers; a live info that records a digest records what it was applied
+  under too.
 """
 
 from __future__ import annotations
@@ -30,8 +32,11 @@ async def read_tables(redis, prefix: str) -> dict:
     members = {c: set(await redis.smembers(k.cluster(c))) for c in found_c}
     live = dict(await redis.zrange(k.live, 0, -1, withscores=True))
     deadlines = dict(await redis.zrange(k.deadlines, 0, -1, withscores=True))
+    gens = await redis.hgetall(k.topic_gens)
+    digests = {m: await redis.hmget(k.base + "l:" + m, "rd", "tk") for m in found_l}
     return dict(topics=topics, brokers=brokers, clusters=clusters, forward=forward, data=data, addrs=addrs,
-                reverse=reverse, members=members, live=live, deadlines=deadlines, live_info=found_l)
+                reverse=reverse, members=members, live=live, deadlines=deadlines, live_info=found_l, gens=gens,
+                digests=digests)
 
 
 async def check_invariants(redis, prefix: str) -> None:
@@ -66,6 +71,8 @@ async def check_invariants(redis, prefix: str) -> None:
     assert len(addr_members) == len(set(addr_members)), "an address serves two ids or two brokers in a cluster"
     assert set(addr_members) == set(t["live"]), "live entries != broker addresses"
     assert set(t["live"]) == set(t["deadlines"]) == t["live_info"], "live != deadlines != live info"
+    assert set(t["gens"]) - {"#"} <= t["brokers"], "topic generation of a broker that is gone"
+    assert all((rd is None) == (tk is None) for rd, tk in t["digests"].values()), "digest without its token"
 
 
 def jsonable(obj):
