@@ -42,7 +42,9 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch)
       changes_add(ch, t)
     end
     rcall("DEL", kb, kba, kbt)
+    -- A token names a generation only while its broker has one, so with no broker left the counter may restart.
     rcall("HDEL", base .. "tg", broker_name)
+    if rcall("HLEN", base .. "tg") == 1 then rcall("DEL", base .. "tg") end
     rcall("SREM", K.brokers, broker_name)
     local kc = base .. "c:" .. cluster
     rcall("SREM", kc, broker_name)

@@ -407,6 +407,7 @@ class RouteStore:
             _flag(delete_topic_with_broker_registration), _flag(return_order_topic_config),
             _flag(single_topic_guard), "", "", "" if now is None else now, connection, _flag(cross_cluster),
             "*" if cross_cluster_topics else "", digest, "1", "".join(c + "\n" for c in clusters or ()),
+            client=self.bulk_redis,  # every registration goes through the one client (an outage resets its pool)
             wait=self.limits.wait_registrations,
         )
         return _registration_result(res)
