@@ -133,3 +133,20 @@ def test_register_bench_tiny(tmp_path):
         assert r["redis_us_per_registration"] > 0 and r["worker_cpu_us"] > 0
     table = (tmp_path / "register-tiny.md").read_text()
     assert all(f"| {r['form']} | {r['topics']:,} |" in table for r in res["results"])
+
+
+def test_stall_bench_tiny(tmp_path):
+    """The stall benchmark at tiny size: the broker re-registered changed once during the busy run, both wrk runs
+    and the slow log were read."""
+    need("redis-server")
+    need("wrk")
+    from benchmarks import stall_bench
+
+    assert stall_bench.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "stall-tiny.json").read_bytes())
+    assert res["workers"] == 2 and res["registrations"] == 1 and len(res["registration_s"]) == 1
+    for run in ("quiet", "busy"):
+        assert res[run]["rps"] > 0 and res[run]["max_ms"] is not None and res[run]["non2xx"] >= 0
+    assert res["redis_longest_ms"] > 0  # the re-registration's script alone takes over 1 ms at 2 000 topics
+    table = (tmp_path / "stall-tiny.md").read_text()
+    assert f"{res['redis_longest_ms']:.1f} ms" in table
