@@ -32,11 +32,13 @@ MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
 PERM_WRITE, PERM_READ = 2, 4
 SYNC_MEMBER_TOPIC_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
-# TopicValidator's system topics: every broker of every cluster registers them, so the cross-cluster rule
-# (service/core/access.py) does not apply to them.
+# TopicValidator.SYSTEM_TOPIC_SET as of RocketMQ 5.5.0: every broker of every cluster registers them, so the
+# cross-cluster rule (service/core/access.py) does not apply to them. (5.5.0 brokers register the RocksDB
+# transaction topics: without them a second cluster's stock broker was refused; tests/interop/test_auth.py.)
 SYSTEM_TOPICS = frozenset({
     "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    "CHECKPOINT_TOPIC", "RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC", "RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC",
 })
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 

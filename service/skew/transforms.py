@@ -21,6 +21,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from service.models import SYSTEM_TOPIC_PREFIX
+from service.models import SYSTEM_TOPICS as MODEL_SYSTEM_TOPICS
+
 PERM_WRITE = 2  # PermName.PERM_WRITE
 
 SINGLE_BROKER = "SINGLE_BROKER"
@@ -29,20 +32,10 @@ UNWRITABLE = "UNWRITABLE"
 READ_WRITE_MISMATCH = "READ_WRITE_MISMATCH"
 FLAGS = (SINGLE_BROKER, CONCENTRATED, UNWRITABLE, READ_WRITE_MISMATCH)
 
-# Topics every broker registers for itself (TopicValidator.SYSTEM_TOPIC_SET). Cluster and broker names are
-# system topics too (GET_SYSTEM_TOPIC_LIST_FROM_NS), and anything starting with rmq_sys_.
-SYSTEM_TOPICS = (
-    "TBW102",
-    "SCHEDULE_TOPIC_XXXX",
-    "BenchmarkTest",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-)
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+# Topics every broker registers for itself (TopicValidator.SYSTEM_TOPIC_SET, one list in service/models.py).
+# Cluster and broker names are system topics too (GET_SYSTEM_TOPIC_LIST_FROM_NS), and anything starting with
+# rmq_sys_.
+SYSTEM_TOPICS = tuple(sorted(MODEL_SYSTEM_TOPICS))
 
 ROW_SCHEMA = StructType(
     [

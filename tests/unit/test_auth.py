@@ -109,9 +109,15 @@ async def test_a_cluster_bound_token_cannot_reach_into_another_cluster(secured):
         cluster="C1", name="thief", addr="10.0.0.2:10911", topics={"Own": topic}))
     assert r.status == 403 and "10.0.0.2:10911" in (await r.json())["message"]
     assert await state(secured) == before
-    # system topics live on every cluster; a broker of C1 may carry them
+    # system topics live on every cluster; a broker of C1 may carry them (5.5.0 brokers add RocksDB ones)
+    rocksdb = ("RMQ_SYS_ROCKSDB_TRANS_HALF_TOPIC", "RMQ_SYS_ROCKSDB_TRANS_OP_HALF_TOPIC", "CHECKPOINT_TOPIC")
+    r = await secured.post("/v1/brokers/register", headers=admin, json=master(
+        cluster="C2", name="victim", addr="10.0.0.2:10911",
+        topics={"Payments": topic, **dict.fromkeys(rocksdb, topic)}))
+    assert r.status == 200
     r = await secured.post("/v1/brokers/register", headers=bearer(BROKER_A), json=master(
-        cluster="C1", name="honest", addr="10.0.0.3:10911", topics={"TBW102": topic, "Own": topic}))
+        cluster="C1", name="honest", addr="10.0.0.3:10911",
+        topics={"TBW102": topic, "Own": topic, **dict.fromkeys(rocksdb, topic)}))
     assert r.status == 200, await r.text()
     # an any-cluster token is not cluster-bound: the operator trusted it with every cluster
     r = await secured.post("/v1/brokers/register", headers=bearer(BROKER_ANY), json=master(
