@@ -208,16 +208,21 @@ def start_deployment(line: rmq.Line, redis: RedisServer, **namesrv_env: object) 
     return dep
 
 
-def stop_deployment(dep: Deployment) -> None:
+def stop_deployment(dep: Deployment, keep: bool = False) -> None:
+    """Stop everything; `keep`: leave the processes' logs (under dep.root) for a failure to be read."""
     rmq.stop_all([*dep.brokers.values(), dep.apache])
     dep.ours.stop()
-    shutil.rmtree(dep.root, ignore_errors=True)
+    if keep:
+        print(f"interop logs kept in {dep.root}")
+    else:
+        shutil.rmtree(dep.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="package", params=[rmq.LINE5, rmq.LINE4], ids=lambda line: f"rocketmq{line.name}")
 def deployment(request, interop_jars, interop_redis) -> Iterator[Deployment]:
     dep = start_deployment(request.param, interop_redis)
+    failed = request.session.testsfailed
     try:
         yield dep
     finally:
-        stop_deployment(dep)
+        stop_deployment(dep, keep=request.session.testsfailed > failed)
