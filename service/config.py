@@ -152,6 +152,14 @@ class Settings:
                                           minimum=1024 * 1024, maximum=16 * 1024 * 1024 * 1024)
     route_cache_max_absent: int = _setting(10_000, "unknown topics one worker remembers as absent at most (a flood "
                                                    "of random names stays within this)", minimum=0, maximum=1_000_000)
+    # --- watches (long-polls and Server-Sent Event streams of routes)
+    watch_max_per_worker: int = _setting(20_000, "long-polls and route streams one worker serves at once; more "
+                                                 "are refused with 429", minimum=0, maximum=1_000_000)
+    watch_max_per_client: int = _setting(64, "long-polls and route streams one client address may hold on one "
+                                             "worker; more are refused with 429 (behind a proxy every client "
+                                             "shares its address: raise it)", minimum=0, maximum=1_000_000)
+    watch_keepalive_s: float = _setting(15.0, "a route stream idle this long gets a keep-alive comment (below "
+                                              "proxies' idle timeouts)", minimum=0.05, maximum=3600)
     # --- snapshots and skew report
     snapshot_interval_s: int = _setting(60, "snapshot period (one worker per tick cluster-wide); 0 = off",
                                         minimum=0, maximum=86_400)

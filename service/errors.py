@@ -159,6 +159,12 @@ class Busy(Unavailable):
     rocketmq_code = RMQ_SYSTEM_BUSY
 
 
+class TooManyWatchers(Busy):
+    """A long-poll or stream past this worker's or this client's watcher cap (HTTP 429)."""
+
+    code = "TOO_MANY_WATCHERS"
+
+
 def from_script_code(code: int, detail: str = "") -> NamesrvError:
     """Map a Lua script's negative return code to its typed error."""
     if code == -1:

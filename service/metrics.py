@@ -47,6 +47,8 @@ class Metrics:
         self._hb_known = self.heartbeats.labels(known="true")
         self._hb_unknown = self.heartbeats.labels(known="false")
         self.snapshots = Counter("namesrv_snapshots_total", "snapshots taken by this worker", registry=r)
+        self.watches = WatchStats()
+        r.register(self.watches)
 
     def heartbeat(self, known: bool) -> None:
         (self._hb_known if known else self._hb_unknown).inc()
@@ -63,6 +65,7 @@ class Metrics:
             self.cache_entries.set(len(cache))
             self.cache_bytes.set(cache.bytes)
             self.cache_evictions.set(cache.evictions)
+            self.watches.feed = cache.feed
         return generate_latest(self.registry)
 
 
@@ -201,3 +204,23 @@ class RequestStats(CountsAndLatency):
         yield latency_family("namesrv_http_request_seconds", "HTTP request latency", "route", self.buckets,
                              self.sums)
         yield GaugeMetricFamily("namesrv_http_in_flight", "HTTP requests being handled now", value=self.in_flight)
+
+
+class WatchStats:
+    """Long-polls and route streams of this worker (service/core/watch.py's ChangeFeed)."""
+
+    def __init__(self) -> None:
+        self.feed: Any = None
+
+    def collect(self) -> Iterator[Metric]:
+        f = self.feed
+        yield GaugeMetricFamily("namesrv_watchers", "long-polls and route streams open now",
+                                value=len(f) if f is not None else 0)
+        yield GaugeMetricFamily("namesrv_watch_clients", "client addresses with a long-poll or stream open now",
+                                value=f.clients() if f is not None else 0)
+        yield CounterMetricFamily("namesrv_watch_opened", "long-polls and route streams accepted",
+                                  value=f.opened if f is not None else 0)
+        yield CounterMetricFamily("namesrv_watch_refused", "long-polls and route streams refused (429: caps)",
+                                  value=f.refused if f is not None else 0)
+        yield CounterMetricFamily("namesrv_watch_events", "route changes sent to watchers (stream events, "
+                                  "long-polls answered with a change)", value=f.events if f is not None else 0)

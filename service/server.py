@@ -94,6 +94,7 @@ async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
                      f", RocketMQ remoting on {settings.remoting_port}" if remoting else "")
             await stop.wait()
             log.info("worker %d stopping: draining for up to %.0f s", os.getpid(), settings.drain_grace_s)
+            ns.routes.feed.shutdown()  # streams end and long-polls answer now: their clients go elsewhere
             if remoting is not None:
                 await remoting.stop(settings.drain_grace_s)
             await runner.cleanup()

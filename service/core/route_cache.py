@@ -18,25 +18,45 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 
+from service.core.watch import ChangeFeed
 from service.models import TopicRouteData
 
 log = logging.getLogger(__name__)
 ENTRY_OVERHEAD = 400  # bytes a cached route costs beyond its encodings (objects, dict slots), roughly
 
 
-class RouteEntry:
-    """One topic's route (None: no such topic) and its encodings, by door and variant."""
+ABSENT_TAG = '"absent"'  # the entity tag of "no such topic" (long-polls and streams wait on it too)
 
-    __slots__ = ("route", "encoded", "size")
+
+def content_tag(body: bytes) -> str:
+    """A strong entity tag from encoded bytes: the same on every worker for the same state."""
+    return '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"'
+
+
+class RouteEntry:
+    """One topic's route (None: no such topic), its encodings by door and variant, and their entity tags."""
+
+    __slots__ = ("route", "encoded", "tags", "size")
 
     def __init__(self, route: TopicRouteData | None) -> None:
         self.route = route
         self.encoded: dict[Hashable, bytes] = {}
+        self.tags: dict[Hashable, str] = {}
         self.size = ENTRY_OVERHEAD
+
+    def tag(self, variant: Hashable, body: bytes) -> str:
+        """The entity tag of this entry's `variant` encoding `body`, hashed once per entry."""
+        tag = self.tags.get(variant)
+        if tag is None:
+            tag = ABSENT_TAG if self.route is None else content_tag(body)
+            if self.route is not None:
+                self.tags[variant] = tag
+        return tag
 
 
 MISSING = RouteEntry(None)  # shared by every negative entry; doors encode "no such topic" with the name
@@ -66,7 +86,7 @@ class RouteCache:
         self._clock = clock
         self._entries: dict[str, RouteEntry] = {}
         self._missing: dict[str, None] = {}
-        self._inflight: dict[str, asyncio.Future[RouteEntry]] = {}
+        self._inflight: dict[str, tuple[int, asyncio.Future[RouteEntry]]] = {}
         self.bytes = 0
         self._epoch = 0
         self._ver_seen = -1
@@ -78,6 +98,7 @@ class RouteCache:
         self.misses = 0
         self.flushes = 0
         self.evictions = 0
+        self.feed = ChangeFeed()  # long-polls and streams of this worker, woken by the same events
 
     # ---------------------------------------------------------------- reads
     @property
@@ -97,13 +118,15 @@ class RouteCache:
 
     async def fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]]) -> RouteEntry:
         """Read through `fetch` and cache the result unless an eviction raced with the read. Concurrent misses
-        of one topic share one fetch (a cold cache under load asks Redis once per topic, not once per request)."""
+        of one topic share one fetch (a cold cache under load asks Redis once per topic, not once per request),
+        but never one that started before the latest eviction: a watcher woken by a change must read after it."""
         self.misses += 1
         shared = self._inflight.get(topic)
-        if shared is not None:
-            return await asyncio.shield(shared)
+        if shared is not None and shared[0] == self._epoch:
+            return await asyncio.shield(shared[1])
         fut: asyncio.Future[RouteEntry] = asyncio.get_running_loop().create_future()
-        self._inflight[topic] = fut
+        mine = (self._epoch, fut)
+        self._inflight[topic] = mine
         try:
             entry = await self._fill(topic, fetch)
         except BaseException as exc:
@@ -114,7 +137,8 @@ class RouteCache:
             fut.set_result(entry)
             return entry
         finally:
-            del self._inflight[topic]
+            if self._inflight.get(topic) is mine:
+                del self._inflight[topic]
 
     async def _fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]]) -> RouteEntry:
         epoch = self._epoch
@@ -176,12 +200,14 @@ class RouteCache:
         self.bytes = 0
         self._epoch += 1
         self.flushes += 1
+        self.feed.notify(None)
 
     def _evict(self, topics: list[str]) -> None:
         for t in topics:
             self._drop(t)
             self._missing.pop(t, None)
         self._epoch += 1
+        self.feed.notify(topics)
 
     def apply_event(self, payload: str) -> None:
         head, _, rest = payload.partition("\n")

@@ -14,6 +14,7 @@ from service.errors import (
     NamesrvError,
     PayloadTooLarge,
     QueryNotFound,
+    TooManyWatchers,
     TopicNotExist,
     Unauthorized,
     Unavailable,
@@ -43,7 +44,7 @@ class BodyTimeout(InvalidArgument):
 STATUS: dict[type[NamesrvError], int] = {
     NamesrvError: 500, InvalidArgument: 400, PayloadTooLarge: 413, BodyTimeout: 408, Unsupported: 404,
     MethodNotAllowed: 405, Unauthorized: 401, Forbidden: 403, Disabled: 403, TopicNotExist: 404, QueryNotFound: 404,
-    BrokerNotFound: 404, Conflict: 409, Unavailable: 503,
+    BrokerNotFound: 404, Conflict: 409, Unavailable: 503, TooManyWatchers: 429,
 }
 
 

@@ -6,9 +6,11 @@ import asyncio
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from service.core import ANONYMOUS, NameServer, Principal
+from service.core.route_cache import RouteEntry, content_tag
+from service.core.watch import Seen, long_poll
 from service.errors import InvalidArgument, TopicNotExist, Unauthorized
 from service.http.errors import BodyTimeout
 from service.models import TopicRouteData, obj
@@ -16,6 +18,8 @@ from service.models import TopicRouteData, obj
 NS = web.AppKey("nameserver", NameServer)
 JSON = "application/json"
 ROUTE_VARIANT = "http"  # the route cache keeps this door's encoding under this name
+NO_CACHE = "no-cache"  # caches may keep a route but must revalidate it (If-None-Match) before every use
+MAX_WAIT_S = 60.0
 
 
 def reply(data: Any, status: int = 200) -> web.Response:
@@ -94,27 +98,115 @@ async def live_brokers(request: web.Request) -> web.Response:
 
 # ------------------------------------------------------------------ reads
 
+def tag_matches(header: str, tag: str) -> bool:
+    """If-None-Match against one entity tag: `*`, or a list of tags (weak comparison, as RFC 9110 asks)."""
+    if header == tag:
+        return True
+    header = header.strip()
+    if header == "*":
+        return True
+    return any(t.strip().removeprefix("W/") == tag for t in header.split(","))
+
+
+def not_modified(tag: str) -> web.Response:
+    return web.Response(status=304, headers={"ETag": tag, hdrs.CACHE_CONTROL: NO_CACHE})
+
+
+def tagged(body: bytes, tag: str, if_none_match: str | None) -> web.Response:
+    """A 200 with its ETag, or 304 with no body when the client holds that tag."""
+    if if_none_match is not None and tag_matches(if_none_match, tag):
+        return not_modified(tag)
+    resp = web.Response(body=body, content_type=JSON)
+    headers = resp.headers
+    headers["ETag"] = tag
+    headers[hdrs.CACHE_CONTROL] = NO_CACHE
+    return resp
+
+
+def parse_wait(raw: str) -> float:
+    """`?wait=30s` (also `30`, `500ms`): seconds, more than 0 and at most MAX_WAIT_S."""
+    text = raw.strip().lower()
+    scale = 1.0
+    if text.endswith("ms"):
+        text, scale = text[:-2], 0.001
+    elif text.endswith("s"):
+        text = text[:-1]
+    try:
+        seconds = float(text) * scale
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= MAX_WAIT_S:  # also NaN
+        raise InvalidArgument(f"wait: a duration above 0 and at most {MAX_WAIT_S:g}s, like 30s or 500ms "
+                              f"(got {raw!r})")
+    return seconds
+
+
+def route_body(ns: NameServer, topic: str, entry: RouteEntry, zone: str | None = None) -> Seen[bytes | None]:
+    """This door's bytes of a route entry (None: no such topic) and their tag."""
+    if entry.route is None:
+        return Seen(None, entry.tag(ROUTE_VARIANT, b""))
+    if zone is None:
+        body = entry.encoded.get(ROUTE_VARIANT) or ns.encoded_route(topic, entry, ROUTE_VARIANT, encode_route)
+        return Seen(body, entry.tag(ROUTE_VARIANT, body))
+    body = ns.encoded_route(topic, entry, ROUTE_VARIANT, encode_route, zone)
+    return Seen(body, entry.tag((ROUTE_VARIANT, zone.lower()), body))
+
+
+def client_address(request: web.Request) -> str:
+    return request.remote or "unknown"
+
+
 async def topic_route(request: web.Request) -> web.Response:
-    """The hot path: a cache hit is one dict lookup returning bytes already encoded for this door.
-    `?zoneName=Z&zoneMode=true` filters as RocketMQ's ZoneRouteRPCHook does."""
+    """The hot path: a cache hit is one dict lookup returning bytes already encoded for this door, and their
+    ETag, hashed once per cache entry. `?zoneName=Z&zoneMode=true` filters as RocketMQ's ZoneRouteRPCHook does;
+    `?wait=30s` with If-None-Match answers when the route differs from that tag (or 304 at the timeout)."""
     ns = request.app[NS]
     topic = request.match_info["topic"]
     who = ANONYMOUS if ns.access.open_mode else principal(request)
+    if "?" in request.raw_path:
+        return await _topic_route_query(request, ns, who, topic)
     entry = ns.cached_route(who, topic) or await ns.route(who, topic)
     if entry.route is None:
         raise TopicNotExist(f"No topic route info in name server for the topic: {topic}")
-    if "?" in request.raw_path:
-        q = request.query
-        zone = ns.zone_filter(q.get("zoneMode"), q.get("zoneName"))
-        if zone is not None:
-            return web.Response(body=ns.encoded_route(topic, entry, ROUTE_VARIANT, encode_route, zone),
-                                content_type=JSON)
     body = entry.encoded.get(ROUTE_VARIANT) or ns.encoded_route(topic, entry, ROUTE_VARIANT, encode_route)
-    return web.Response(body=body, content_type=JSON)
+    return tagged(body, entry.tags.get(ROUTE_VARIANT) or entry.tag(ROUTE_VARIANT, body),
+                  request.headers.get(hdrs.IF_NONE_MATCH))
+
+
+async def _topic_route_query(request: web.Request, ns: NameServer, who: Principal, topic: str) -> web.Response:
+    q = request.query
+    zone = ns.zone_filter(q.get("zoneMode"), q.get("zoneName"))
+    raw_wait = q.get("wait")
+    wait = parse_wait(raw_wait) if raw_wait is not None else 0.0
+    if_none_match = request.headers.get(hdrs.IF_NONE_MATCH)
+
+    async def read() -> Seen[bytes | None]:
+        return route_body(ns, topic, ns.cached_route(who, topic) or await ns.route(who, topic), zone)
+
+    if wait and if_none_match is not None:
+        s = ns.base_settings
+        feed = ns.routes.feed
+        watch = feed.open((topic,), client_address(request), s.watch_max_per_worker, s.watch_max_per_client)
+        try:
+            seen, _ = await long_poll(feed, watch, read, lambda tag: tag_matches(if_none_match, tag), wait)
+        finally:
+            feed.close(watch)
+    else:
+        seen = await read()
+    if seen.payload is None:
+        if wait and if_none_match is not None and tag_matches(if_none_match, seen.tag):
+            return not_modified(seen.tag)
+        raise TopicNotExist(f"No topic route info in name server for the topic: {topic}")
+    resp = tagged(seen.payload, seen.tag, if_none_match)
+    if ns.routes.feed.closing:
+        resp.force_close()  # the client's next request goes to a worker that stays
+    return resp
 
 
 async def cluster_info(request: web.Request) -> web.Response:
-    return reply((await request.app[NS].cluster_info(principal(request))).to_dict())
+    body = orjson.dumps((await request.app[NS].cluster_info(principal(request))).to_dict(),
+                        option=orjson.OPT_NON_STR_KEYS)
+    return tagged(body, content_tag(body), request.headers.get(hdrs.IF_NONE_MATCH))
 
 
 async def all_topics(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ from aiohttp import web
 from service import __version__
 from service.http import handlers as h
 from service.http import limits, ops
+from service.http import watch as w
 from service.http.guard import guarded, unmatched
 from service.metrics import RequestStats
 
@@ -39,6 +40,8 @@ ROUTES: tuple[Route, ...] = (
           "Live brokers with last heartbeat, data version and topic count (?cluster=C)"),
     Route("GET", "/v1/topics/{topic}/route", h.topic_route, "read",
           "Topic route (TopicRouteData); ?zoneName=Z&zoneMode=true filters like ZoneRouteRPCHook", "105"),
+    Route("GET", "/v1/watch", w.watch_routes, "read",
+          "Routes of ?topics=a,b as Server-Sent Events: the current ones, then each change (Last-Event-ID resumes)"),
     Route("GET", "/v1/cluster-info", h.cluster_info, "read", "brokerAddrTable and clusterAddrTable", "106"),
     Route("GET", "/v1/topics", h.all_topics, "read", "All topics", "206"),
     Route("GET", "/v1/clusters/{cluster}/topics", h.cluster_topics, "read", "Topics of a cluster", "224"),
@@ -79,7 +82,8 @@ ROUTES: tuple[Route, ...] = (
 
 
 QUERY_PARAMS: dict[Any, tuple[str, ...]] = {h.delete_topic: ("cluster",), h.live_brokers: ("cluster",),
-                                            h.topic_route: ("zoneName", "zoneMode"), h.skew_history: ("limit",)}
+                                            h.topic_route: ("zoneName", "zoneMode", "wait"), h.skew_history: ("limit",),
+                                            w.watch_routes: ("topics",)}
 _TOPIC_CONFIG = {"type": "object", "properties": {
     "readQueueNums": {"type": "integer", "minimum": 0, "maximum": 65535},
     "writeQueueNums": {"type": "integer", "minimum": 0, "maximum": 65535},

@@ -50,6 +50,15 @@ REQUESTS = [
     ("/v1/topics/TopicA/route", {}, "HEAD", False),
     ("/v1/topics/TopicA/route", {}, "POST", False),  # 405 from the catch-all
     ("/v1/topics/TopicA/route", {"Expect": "100-continue"}, "GET", False),
+    # conditional reads: TAG is TopicA's current entity tag (filled in by the test)
+    ("/v1/topics/TopicA/route", {"If-None-Match": "TAG"}, "GET", True),  # 304, no body
+    ("/v1/topics/TopicA/route", {"If-None-Match": 'W/TAG, "other"'}, "GET", True),
+    ("/v1/topics/TopicA/route", {"If-None-Match": '"other"'}, "GET", True),  # 200 with the body
+    ("/v1/topics/TopicA/route", {"If-None-Match": "*"}, "GET", True),
+    ("/v1/topics/Missing/route", {"If-None-Match": '"absent"'}, "GET", True),  # still 404
+    ("/v1/topics/TopicA/route?wait=1s", {"If-None-Match": '"other"'}, "GET", False),  # changed: at once
+    ("/v1/topics/TopicA/route?wait=1s", {}, "GET", False),  # no tag: an ordinary read
+    ("/v1/topics/TopicA/route?wait=forever", {"If-None-Match": "TAG"}, "GET", False),  # 400
 ]
 
 
@@ -89,24 +98,28 @@ async def _answer(client, target, headers, method):
         raw = raw.split(b"\r\n\r\n", 1)[1]
     head, _, body = raw.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
-    fields = dict(line.split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), fields.get("Content-Type"), fields.get("X-Request-Id"), body
+    fields = {k.title(): v for k, v in (line.split(": ", 1) for line in lines[1:])}
+    return (int(lines[0].split()[1]), fields.get("Content-Type"), fields.get("X-Request-Id"), body,
+            fields.get("Etag"), fields.get("Cache-Control"))
 
 
 def _comparable(answer):
     """Generated request ids differ between servers (in the header and error bodies); a given one must be echoed
     by both."""
-    status, ctype, request_id, body = answer
+    status, ctype, request_id, body, etag, cache_control = answer
     if request_id and not request_id.startswith("given-"):
         body = body.replace(request_id.encode(), b"<generated>")
         request_id = "<generated>"
-    return status, ctype, request_id, body
+    return status, ctype, request_id, body, etag, cache_control
 
 
 @pytest.mark.parametrize(("target", "headers", "method", "shortcut"), REQUESTS,
                          ids=[f"{m} {t[:40]} {'+'.join(h)}" for t, h, m, _ in REQUESTS])
 async def test_same_answer_with_and_without_the_shortcut(both, target, headers, method, shortcut):
     fast, plain, resolutions = both
+    if "TAG" in "".join(headers.values()):
+        tag = (await plain.get("/v1/topics/TopicA/route")).headers["ETag"]
+        headers = {k: v.replace("TAG", tag) for k, v in headers.items()}
     for _ in range(2):  # a cache miss, then a hit
         before = (resolutions(0), resolutions(1))
         a, b = await _answer(fast, target, headers, method), await _answer(plain, target, headers, method)
@@ -126,6 +139,19 @@ async def test_answers_are_what_the_route_says(both):
     assert missing.status == 404 and (await missing.json())["code"] == "TOPIC_NOT_EXIST"
     retry = await fast.get(URL("/v1/topics/%25RETRY%25group-1/route", encoded=True))
     assert retry.status == 200 and (await retry.json())["queueDatas"] == route["queueDatas"]
+
+
+async def test_conditional_answers_on_the_shortcut(both):
+    """The tag is the content's (the same from both servers), a 304 has no body, another tag gets the route."""
+    fast, plain, _ = both
+    ok = await fast.get("/v1/topics/TopicA/route")
+    tag = ok.headers["ETag"]
+    assert tag == (await plain.get("/v1/topics/TopicA/route")).headers["ETag"]
+    assert ok.headers["Cache-Control"] == "no-cache" and tag.startswith('"') and tag != '"absent"'
+    same = await _answer(fast, "/v1/topics/TopicA/route", {"If-None-Match": tag}, "GET")
+    assert same[0] == 304 and same[3] == b"" and same[4] == tag
+    other = await _answer(fast, "/v1/topics/TopicA/route", {"If-None-Match": '"0"'}, "GET")
+    assert other[0] == 200 and other[3] == await ok.read() and other[4] == tag
 
 
 async def test_request_metrics_count_the_shortcut_like_the_router(both):

@@ -156,3 +156,47 @@ async def test_concurrent_misses_of_one_topic_share_one_fetch():
 
     results = await asyncio.gather(*(c.fill("U", broken) for _ in range(5)), return_exceptions=True)
     assert calls.count(2) == 1 and all(isinstance(r, ConnectionError) for r in results)
+
+
+async def test_a_miss_after_an_eviction_never_shares_a_fetch_started_before_it():
+    """A watcher woken by a change reads again: it must not join a read that began before the change."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    gates = [asyncio.Event(), asyncio.Event()]
+    answers = iter([route("old"), route("new")])
+    calls = []
+
+    async def slow():
+        i = len(calls)
+        calls.append(i)
+        await gates[i].wait()
+        return next(answers)
+
+    before = asyncio.create_task(c.fill("T", slow))
+    await asyncio.sleep(0)
+    c.apply_event("8\nT")
+    after = asyncio.create_task(c.fill("T", slow))
+    await asyncio.sleep(0)
+    assert calls == [0, 1]
+    gates[0].set()
+    gates[1].set()
+    assert (await before).route.queue_datas[0].broker_name == "old"
+    assert (await after).route.queue_datas[0].broker_name == "new"
+
+
+async def test_events_wake_the_watches_of_the_topics_they_name():
+    clock = Clock()
+    c = cache(clock)
+    feed = c.feed
+    a = feed.open(("A", "B"), "1.2.3.4", 10, 10)
+    b = feed.open(("C",), "1.2.3.4", 10, 10)
+    c.apply_event("1\nB\nX")
+    assert a.wake.is_set() and not b.wake.is_set() and a.take() == ["B"] and not a.wake.is_set()
+    c.apply_event("2\n*")  # everything
+    assert a.take() == ["A", "B"] and b.take() == ["C"]
+    c.apply_event("9\nC")  # a version gap flushes: everything again
+    assert a.take() == ["A", "B"]
+    feed.close(a)
+    feed.close(b)
+    assert len(feed) == 0 and feed.clients() == 0

@@ -1,0 +1,99 @@
+"""`GET /v1/watch?topics=a,b,c`: routes as Server-Sent Events — the current route of each topic, then each change.
+
+Events are `event: route`, `data: {"topic", "etag", "route"}` (`route` null: no such topic, e.g. deleted or its
+last broker expired), `id: <n>:<tag>,<tag>,...` — a per-stream counter and, in the order of `topics`, the entity
+tag of each topic's route as the client last received it. EventSource sends the last id back as `Last-Event-ID`
+when it reconnects (to any worker): the stream then sends only the topics whose route differs from those tags,
+and the counter goes on from n. So after a reconnect the client holds every topic's current route and nothing
+it held already is sent again; changes in between are folded into the latest state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import orjson
+from aiohttp import web
+
+from service.core import Principal
+from service.core.access import Role
+from service.core.watch import Seen, stream
+from service.errors import InvalidArgument, NamesrvError
+from service.http.handlers import NO_CACHE, NS, client_address, principal, route_body
+from service.models import topic_name
+
+MAX_TOPICS = 100  # a stream's id carries a tag per topic: bounded to stay far below the header size limit
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": NO_CACHE, "X-Accel-Buffering": "no"}
+
+
+def parse_topics(raw: str | None) -> list[str]:
+    names = [t.strip() for t in (raw or "").split(",") if t.strip()]
+    if not names:
+        raise InvalidArgument("topics: one or more topic names, comma-separated (?topics=a,b)")
+    names = list(dict.fromkeys(names))
+    if len(names) > MAX_TOPICS:
+        raise InvalidArgument(f"topics: at most {MAX_TOPICS} per stream (got {len(names)})")
+    for name in names:
+        topic_name(name)
+    return names
+
+
+def event_id(seq: int, topics: tuple[str, ...], sent: dict[str, str]) -> bytes:
+    return f"{seq}:{','.join(sent.get(t, '').strip(chr(34)) for t in topics)}".encode()
+
+
+def resume(last_event_id: str | None, topics: tuple[str, ...]) -> tuple[int, dict[str, str]]:
+    """(counter, tags the client holds by topic) from a Last-Event-ID; a foreign or mangled one resumes nothing."""
+    if not last_event_id:
+        return 0, {}
+    head, _, tail = last_event_id.partition(":")
+    try:
+        seq = max(0, int(head))
+    except ValueError:
+        return 0, {}
+    tags = tail.split(",")
+    if len(tags) != len(topics):
+        return seq, {}
+    return seq, {t: f'"{tag}"' for t, tag in zip(topics, tags, strict=True) if tag}
+
+
+def route_event(seq_id: bytes, topic: str, seen: Seen[bytes | None]) -> bytes:
+    data = b''.join((b'{"topic":', orjson.dumps(topic), b',"etag":', orjson.dumps(seen.tag), b',"route":',
+                     seen.payload if seen.payload is not None else b"null", b"}"))
+    return b"id: " + seq_id + b"\nevent: route\ndata: " + data + b"\n\n"
+
+
+async def watch_routes(request: web.Request) -> web.StreamResponse:
+    ns = request.app[NS]
+    who: Principal = principal(request)
+    ns.access.require(who, Role.READ)
+    names = parse_topics(request.query.get("topics"))
+    s = ns.base_settings
+    feed = ns.routes.feed
+    watch = feed.open(names, client_address(request), s.watch_max_per_worker, s.watch_max_per_client)
+    try:
+        seq, sent = resume(request.headers.get("Last-Event-ID"), watch.topics)
+
+        async def read(topic: str) -> Seen[bytes | None]:
+            return route_body(ns, topic, ns.cached_route(who, topic) or await ns.route(who, topic))
+
+        resp = web.StreamResponse(headers=SSE_HEADERS)
+        resp.force_close()  # a stream's connection ends with it (stated up front, so no client reuses it)
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionError):  # the client went away: nothing to tell it
+            await resp.write(b"retry: 1000\n\n")  # EventSource reconnects after 1 s (another worker on SIGTERM)
+            try:
+                async for item in stream(feed, watch, read, sent, s.watch_keepalive_s):
+                    if item is None:
+                        await resp.write(b": keep-alive\n\n")
+                        continue
+                    topic, seen = item
+                    seq += 1
+                    await resp.write(route_event(event_id(seq, watch.topics, sent), topic, seen))
+                await resp.write(b": this worker is shutting down; reconnect with Last-Event-ID\n\n")
+            except NamesrvError as err:  # e.g. Redis unreachable: say why, end; the client resumes later
+                await resp.write(b"event: error\ndata: " + orjson.dumps(err.to_dict()) + b"\n\n")
+            await resp.write_eof()
+        return resp
+    finally:
+        feed.close(watch)
