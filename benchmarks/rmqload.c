@@ -5,6 +5,8 @@
  * Opens CONNECTIONS TCP connections, keeps DEPTH requests in flight on each (pipelined), asks for the route of a
  * random topic T0..T(TOPICS-1) each time, for SECONDS seconds, then prints one JSON line: requests/s, replies by
  * outcome (code 0 / other) and latency percentiles. One thread, epoll: the other core serves.
+ * With RMQLOAD_FRAMES=PATH it sends the complete frames stored in PATH (each with its 4-byte length prefix),
+ * in turn, instead (benchmarks/peers.py: registrations, heartbeats, mixes); TOPICS is then ignored.
  * Compiled by benchmarks/remoting_bench.py with the system's cc; loopback only.
  */
 #define _GNU_SOURCE
@@ -34,8 +36,13 @@ typedef struct {
     int head, count;
 } conn_t;
 
-static unsigned char *frames[NFRAMES];
-static size_t frame_len[NFRAMES];
+static unsigned char *frames_buf[NFRAMES];
+static unsigned char **frames = frames_buf;
+static size_t frame_len_buf[NFRAMES];
+static size_t *frame_len = frame_len_buf;
+static size_t nframes = NFRAMES, next_frame; /* file mode: in turn */
+static int from_file;
+static int first_other = -1;
 static double *lat;
 static size_t nlat, caplat;
 
@@ -64,8 +71,48 @@ static void build_frames(int topics, int version) {
     }
 }
 
+static int load_frames(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { perror(path); return -1; }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *all = malloc(size);
+    if (fread(all, 1, size, f) != (size_t)size) { fclose(f); return -1; }
+    fclose(f);
+    size_t cap = 64, n = 0;
+    frames = malloc(cap * sizeof *frames);
+    frame_len = malloc(cap * sizeof *frame_len);
+    for (long off = 0; off + 4 <= size;) {
+        uint32_t total = (uint32_t)all[off] << 24 | all[off + 1] << 16 | all[off + 2] << 8 | all[off + 3];
+        if (n == cap) {
+            cap *= 2;
+            frames = realloc(frames, cap * sizeof *frames);
+            frame_len = realloc(frame_len, cap * sizeof *frame_len);
+        }
+        frames[n] = all + off;
+        frame_len[n++] = 4 + total;
+        off += 4 + total;
+    }
+    nframes = n;
+    from_file = 1;
+    return n ? 0 : -1;
+}
+
+/* The reply's code: JSON headers carry "code":N (ours put it first); ROCKETMQ headers start with int16 code. */
+static int reply_code(const unsigned char *p, uint32_t total) {
+    uint32_t hl = ((uint32_t)p[5] << 16 | p[6] << 8 | p[7]);
+    if (hl > total - 4) return -1;
+    if (p[4] == 1) return hl >= 2 ? (p[8] << 8 | p[9]) : -1;
+    if (hl >= 10 && memcmp(p + 8, "{\"code\":0,", 10) == 0) return 0;
+    const unsigned char *h = p + 8;
+    for (uint32_t i = 0; i + 7 < hl; i++)
+        if (memcmp(h + i, "\"code\":", 7) == 0) return atoi((const char *)h + i + 7);
+    return -1;
+}
+
 static int send_one(conn_t *c) {
-    int k = rand() % NFRAMES;
+    size_t k = from_file ? next_frame++ % nframes : (size_t)(rand() % NFRAMES);
     size_t off = 0;
     while (off < frame_len[k]) {
         ssize_t n = write(c->fd, frames[k] + off, frame_len[k] - off);
@@ -102,7 +149,15 @@ int main(int argc, char **argv) {
     int topics = atoi(argv[6]), version = argc > 7 ? atoi(argv[7]) : 479;
     if (depth > MAXDEPTH) depth = MAXDEPTH;
     srand(12345);
-    build_frames(topics, version);
+    const char *file = getenv("RMQLOAD_FRAMES");
+    if (file && *file) {
+        if (load_frames(file) < 0) {
+            fprintf(stderr, "rmqload: no frames in %s\n", file);
+            return 2;
+        }
+    } else {
+        build_frames(topics, version);
+    }
     caplat = 1 << 20;
     lat = malloc(caplat * sizeof(double));
 
@@ -146,8 +201,8 @@ int main(int argc, char **argv) {
                 unsigned char *p = c->in + pos;
                 uint32_t total = (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3];
                 if (c->in_len - pos < 4 + total) break;
-                /* our replies and the ceiling's put "code" first: {"code":0,... */
-                if (total > 16 && memcmp(p + 8, "{\"code\":0,", 10) == 0) ok++; else other++;
+                int code = total > 8 ? reply_code(p, total) : -1;
+                if (code == 0) ok++; else { other++; if (first_other < 0) first_other = code; }
                 if (c->count > 0) {
                     double t = now() - c->sent_at[c->head];
                     c->head = (c->head + 1) % MAXDEPTH;
@@ -164,7 +219,7 @@ int main(int argc, char **argv) {
     double elapsed = now() - start;
     qsort(lat, nlat, sizeof(double), cmp);
     printf("{\"rps\":%.1f,\"ok\":%ld,\"other\":%ld,\"errors\":%ld,\"seconds\":%.3f,\"connections\":%d,"
-           "\"depth\":%d,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f}\n",
-           (ok + other) / elapsed, ok, other, errors, elapsed, nconn, depth, pct(50), pct(90), pct(99));
+           "\"depth\":%d,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"first_other_code\":%d}\n",
+           (ok + other) / elapsed, ok, other, errors, elapsed, nconn, depth, pct(50), pct(90), pct(99), first_other);
     return 0;
 }

@@ -150,3 +150,43 @@ def test_stall_bench_tiny(tmp_path):
     assert res["redis_longest_ms"] > 0  # the re-registration's script alone takes over 1 ms at 2 000 topics
     table = (tmp_path / "stall-tiny.md").read_text()
     assert f"{res['redis_longest_ms']:.1f} ms" in table
+
+
+def test_peers_bench_tiny(tmp_path):
+    """The three-NameServer benchmark at tiny size: every workload got only SUCCESS replies from Apache's Java
+    NameServer and from ours (1 and 2 workers), CPU per request was measured (ours with its Redis), the memory
+    phase registered every broker, and the table shows the measured numbers. rocketmq-rust's column is optional
+    (its binary is built outside the tree); without it the report says how to build it."""
+    need("redis-server")
+    need("cc")
+    need("java")
+    from benchmarks import peers
+    from tests.conftest import IN_CI
+    from tests.interop import rocketmq as rmq
+
+    if not (rmq.JAVA_DIR / "server5" / "target" / "classpath.txt").is_file():
+        if IN_CI:
+            pytest.fail("tests/interop/java is not built: .ci/run runs mvn package before the tests")
+        pytest.skip("tests/interop/java is not built (mvn -B -q -f tests/interop/java/pom.xml package)")
+    assert peers.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "peers-tiny.json").read_bytes())
+    names = [s["name"] for s in res["servers"]]
+    assert names[0] == "Apache Java 5.5.0" and names[-2:] == ["rmq-namesrv, 1 worker", "rmq-namesrv, 2 workers"]
+    assert len(res["results"]) == 7
+    for workload, per in res["results"].items():
+        for name in names:
+            r = per[name]
+            assert "error" not in r, (workload, name, r)
+            assert len(r["rounds"]) == peers.SIZES["tiny"]["rounds"]
+            assert r["ok"] > 0 and r["other"] == 0 and r["errors"] == 0 and r["cpu_us_per_request"] > 0
+            assert (r["redis_cpu_us_per_request"] is not None) == name.startswith("rmq-namesrv")
+    size = peers.SIZES["tiny"]
+    for name in names:
+        m = res["memory"][name]
+        assert (m["brokers"], m["topics"], m["failed"]) == (size["mem_brokers"], size["mem_topics"], 0)
+        assert m["rss_mb"] > 0
+    table = (tmp_path / "peers-tiny.md").read_text()
+    read = res["results"]["route read (105)"]["rmq-namesrv, 1 worker"]
+    assert f"{read['rps']:.0f}/s" in table and "route reads per CPU-second" in table
+    if "rocketmq-rust 1.0.0" not in names:
+        assert "cargo install rocketmq-namesrv --version 1.0.0" in table
