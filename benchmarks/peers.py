@@ -71,11 +71,14 @@ def frame(code: int, ext: dict[str, Any], body: bytes = b"", opaque: int = 1) ->
 
 
 def register_body(topics: list[str], queues: int, counter: int) -> bytes:
-    table = {t: {"order": False, "perm": 6, "readQueueNums": queues, "topicFilterType": "SINGLE_TAG",
-                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": queues} for t in topics}
+    """As a 5.x broker sends it (TopicConfigAndMappingSerializeWrapper; rocketmq-rust requires every field)."""
+    table = {t: {"attributes": {}, "order": False, "perm": 6, "readQueueNums": queues,
+                 "topicFilterType": "SINGLE_TAG", "topicName": t, "topicSysFlag": 0, "writeQueueNums": queues}
+             for t in topics}
     return fastjson.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
         "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1700000000000 + counter},
-        "topicConfigTable": table}})
+        "mappingDataVersion": {"counter": 0, "stateVersion": 0, "timestamp": 1700000000000},
+        "topicConfigTable": table, "topicQueueMappingDetailMap": {}, "topicQueueMappingInfoMap": {}}})
 
 
 def broker(name: str, n: int) -> dict[str, Any]:
@@ -263,12 +266,12 @@ class Rust(Server):
         self.name = "rocketmq-rust 1.0.0"
         self.port = free_port()
         home.mkdir(parents=True, exist_ok=True)
-        conf = home / "namesrv.toml"
-        conf.write_text(f'listenPort = {self.port}\nbindAddress = "127.0.0.1"\n')
         self.log = open(home / "rust.out", "ab")  # noqa: SIM115 - owned by the child for its life
         env = {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home), "RUST_LOG": "warn"}
-        self.proc = subprocess.Popen([binary, "-c", str(conf)], cwd=home, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        argv = [binary, "--listenPort", str(self.port), "--bindAddress", "127.0.0.1", "--rocketmqHome", str(home),
+                "--kvConfigPath", str(home / "kvConfig.json")]
+        self.proc = subprocess.Popen(argv, cwd=home, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
         try:
             wait_port(self.port, lambda: self.proc.poll() is None, 60)
