@@ -14,6 +14,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -123,6 +124,55 @@ class HttpApi:
 
     def route(self, topic: str) -> dict[str, Any]:
         return self.call("GET", f"/v1/topics/{_seg(topic)}/route")
+
+    def route_events(self, topics: list[str], reconnects: int = 5) -> Iterator[dict[str, Any]]:
+        """GET /v1/watch: each route event's data ({topic, etag, route}) as it arrives. A stream that ends (its
+        worker stopped) is opened again with Last-Event-ID, after the server's `retry:` delay, so nothing is
+        missed and nothing is repeated; `reconnects` times in a row without an event in between at most."""
+        last_id, retry_s, tries = "", 1.0, 0
+        while True:
+            headers = {"Accept": "text/event-stream", "User-Agent": f"namesrv-admin/{__version__}"}
+            if self.token:
+                headers["Authorization"] = f"Bearer {self.token}"
+            if last_id:
+                headers["Last-Event-ID"] = last_id
+            url = self.base + "/v1/watch?" + urlencode({"topics": ",".join(topics)})
+            try:
+                # keep-alive comments arrive every NAMESRV_WATCH_KEEPALIVE_S (15 s): a longer silence is a loss
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                            timeout=max(self.timeout, 60.0)) as resp:
+                    event: dict[str, str] = {}
+                    for raw in resp:
+                        line = raw.decode().rstrip("\r\n")
+                        if line:
+                            name, _, value = line.partition(":")
+                            event[name] = value.removeprefix(" ")
+                            continue
+                        if "retry" in event and event["retry"].isdigit():
+                            retry_s = int(event["retry"]) / 1000
+                        if event.get("event") == "route" and "data" in event:
+                            last_id, tries = event.get("id", last_id), 0
+                            yield orjson.loads(event["data"])
+                        elif event.get("event") == "error":
+                            err = orjson.loads(event.get("data", "{}"))
+                            raise AdminError(EXIT_UNREACHABLE, err.get("message", "stream error"), err.get("code"))
+                        event = {}
+            except urllib.error.HTTPError as exc:
+                raw_err = exc.read()
+                try:
+                    err = orjson.loads(raw_err)
+                    message, code = err.get("message", ""), err.get("code", "")
+                except (orjson.JSONDecodeError, AttributeError):
+                    message, code = f"HTTP {exc.code} from {self.base}", ""
+                raise AdminError(exit_code_of_status(exc.code), message or f"HTTP {exc.code}", code) from None
+            except (urllib.error.URLError, OSError) as exc:
+                if tries >= reconnects:
+                    reason = getattr(exc, "reason", exc)
+                    raise AdminError(EXIT_UNREACHABLE, f"cannot reach {self.base}: {reason}", "UNREACHABLE") from None
+            tries += 1
+            if tries > reconnects:
+                raise AdminError(EXIT_UNREACHABLE, f"the stream from {self.base} keeps ending", "UNREACHABLE")
+            time.sleep(retry_s)
 
     def kv_get(self, namespace: str, key: str) -> dict[str, Any]:
         return self.call("GET", f"/v1/kv/{_seg(namespace)}/{_seg(key)}")

@@ -86,6 +86,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--match", metavar="TEXT", help="only names containing TEXT (case-insensitive)")
     p = command("route", "a topic's route: queues per broker (mqadmin topicRoute)")
     p.add_argument("topic")
+    p.add_argument("--watch", action="store_true",
+                   help="then print the route again each time it changes (HTTP stream; Ctrl-C to stop)")
+    p.add_argument("--count", type=int, default=0, help="with --watch: stop after this many routes (default: never)")
     p = command("delete-topic", "delete a topic's routes, everywhere or in one cluster (mqadmin deleteTopic)")
     p.add_argument("topic")
     p.add_argument("--cluster", help="only in this cluster")
@@ -234,8 +237,42 @@ def cmd_topics(api: Api, args: argparse.Namespace, out: Out) -> int:
 def cmd_route(api: Api, args: argparse.Namespace, out: Out) -> int:
     from service.admin import render
 
+    if args.watch:
+        return _watch_route(api, args, out)
     data = api.route(args.topic)
     out.data(data, lambda: render.route(args.topic, data))
+    return EXIT_OK
+
+
+def _watch_route(api: Api, args: argparse.Namespace, out: Out) -> int:
+    """The route now, then each change as the server streams it (GET /v1/watch): one table, or one JSON line
+    ({topic, etag, route}; route null when the topic has none), per state."""
+    from service.admin import render
+
+    if not isinstance(api, HttpApi):
+        raise AdminError(EXIT_USAGE, "--watch needs the HTTP door (--server http://…): the native protocol has "
+                                     "no change stream")
+    shown = 0
+    try:
+        for event in api.route_events([args.topic]):
+            if out.json:
+                sys.stdout.write(orjson.dumps(event).decode() + "\n")
+            else:
+                from service.admin.render import show
+
+                route = event["route"]
+                stamp = time.strftime("%H:%M:%S")
+                if route is None:
+                    show(out.console, f"{stamp} {args.topic}: no route (deleted, or its brokers are gone)")
+                else:
+                    show(out.console, f"{stamp} {args.topic} {event['etag']}")
+                    show(out.console, render.route(args.topic, route))
+            sys.stdout.flush()
+            shown += 1
+            if args.count and shown >= args.count:
+                break
+    except KeyboardInterrupt:
+        pass
     return EXIT_OK
 
 

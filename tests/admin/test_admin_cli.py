@@ -280,3 +280,37 @@ def test_native_door(server):
     assert admin(server, "--server", rmq, "kv", "put", "native", "k", "v 1").returncode == 0
     assert admin(server, "kv", "get", "native", "k").stdout == "v 1\n"
     assert admin(server, "--server", rmq, "config", "get", "broker_timeout_ms").stdout == "120000\n"
+
+
+def test_route_watch_prints_each_change(server):
+    """`route TOPIC --watch`: the route now (here: none), then each change as the server streams it."""
+    import urllib.request
+
+    topic = "WatchedByCli" + uuid.uuid4().hex[:6]
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "admin", "route", topic, "--watch", "--json",
+                             "--count", "3"], env=env_for(server, READ), stdout=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+
+    def send(method: str, body: dict | None = None) -> None:
+        req = urllib.request.Request(f"{server.url}/v1/topics/{topic}" + ("/route" if body else ""), method=method,
+                                     data=orjson.dumps(body) if body else None,
+                                     headers={"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200
+
+    try:
+        first = orjson.loads(proc.stdout.readline())
+        assert first == {"topic": topic, "etag": '"absent"', "route": None}
+        send("PUT", {"queueDatas": [{"brokerName": "broker-c", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}]})
+        second = orjson.loads(proc.stdout.readline())
+        assert second["route"]["queueDatas"][0]["writeQueueNums"] == 2
+        send("DELETE")
+        third = orjson.loads(proc.stdout.readline())
+        assert third["route"] is None
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    native = admin(server, "route", "X", "--watch", "--server", f"rmq://127.0.0.1:{server.remoting_port}")
+    assert native.returncode == 2 and "--watch needs the HTTP door" in native.stderr
