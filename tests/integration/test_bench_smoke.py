@@ -190,3 +190,18 @@ def test_peers_bench_tiny(tmp_path):
     assert f"{read['rps']:.0f}/s" in table and "route reads per CPU-second" in table
     if "rocketmq-rust 1.0.0" not in names:
         assert "cargo install rocketmq-namesrv --version 1.0.0" in table
+
+
+def test_watch_bench_tiny(tmp_path):
+    """The watch benchmark at tiny size: every stream opened and got every change of its topic, the worker's CPU
+    and memory were read, and the table shows the measured numbers."""
+    need("redis-server")
+    from benchmarks import watch_bench
+
+    assert watch_bench.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "watch-tiny.json").read_bytes())
+    assert res["watchers"] == 50 and res["refused"] == 0
+    assert res["latencies"] == res["changes"] * res["watchers_per_changed_topic"] == 4 * 25
+    assert res["latency_ms"]["p50"] > 0 and res["rss_with_watchers_mb"] > 0 and res["idle_cpu_percent"] >= 0
+    table = (tmp_path / "watch-tiny.md").read_text()
+    assert f"| 50 | {res['latency_ms']['p50']:.1f} |" in table
