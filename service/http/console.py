@@ -32,9 +32,9 @@ from service.http import console_charts as charts
 from service.http import limits
 from service.http.errors import http_status
 from service.http.guard import guarded
-from service.http.handlers import NS, principal
+from service.http.handlers import NS, principal, route_body
 from service.metrics import RequestStats
-from service.models import TopicRouteData
+from service.models import TopicRouteData, topic_name
 
 PREFIX = "/console"
 COOKIE = "namesrv_console"
@@ -45,7 +45,7 @@ HISTORY_RUNS = 100  # skew runs the history chart and table show (the job keeps 
 SESSION = Principal("read", via="console-session")
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",  # not no-referrer: Chromium then sends `Origin: null` on the login post
@@ -273,7 +273,8 @@ async def topic_page(request: web.Request, ns: NameServer, who: Principal) -> we
         raise TopicNotExist(f"No topic route info in name server for the topic: {topic}")
     route = entry.route
     rows = _route_rows(route)
-    return render(request, "topic.html", section="topics", title=f"Topic {topic}", topic=topic, rows=rows,
+    etag = route_body(ns, topic, entry).tag  # the page reloads when the route stream says it changed
+    return render(request, "topic.html", section="topics", title=f"Topic {topic}", topic=topic, rows=rows, etag=etag,
                   total_read=sum(r["read"] or 0 for r in rows), total_write=sum(r["write"] or 0 for r in rows),
                   order_conf=route.order_topic_conf, filter_servers=sorted(route.filter_server_table.items()))
 
@@ -401,6 +402,15 @@ PAGES: tuple[tuple[str, str, Page], ...] = (
 )
 
 
+async def topic_events(request: web.Request) -> web.StreamResponse:
+    """The topic page's live updates: its route stream (GET /v1/watch), with the console's session."""
+    from service.http.watch import serve_stream  # console.py is imported by routes.py, as watch.py is
+
+    ns, who = request.app[NS], console_principal(request)
+    ns.access.require(who, Role.READ)
+    return await serve_stream(request, who, [topic_name(request.match_info["topic"])])
+
+
 def setup_console(app: web.Application, stats: RequestStats) -> None:
     """The console's routes, each guarded like an API route. They are not part of /openapi.json (HTML, not API)."""
     environment()
@@ -412,3 +422,5 @@ def setup_console(app: web.Application, stats: RequestStats) -> None:
             run = limits.gated(run, "open", limits.CONSOLE_LOGIN_BYTES)
         app.router.add_route(method, PREFIX + path, guarded(run, PREFIX + path, stats))
     app.router.add_get(PREFIX + "/static/{name}", guarded(static, PREFIX + "/static/{name}", stats))
+    events = PREFIX + "/topics/{topic}/events"
+    app.router.add_get(events, guarded(topic_events, events, stats))

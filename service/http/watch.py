@@ -64,10 +64,16 @@ def route_event(seq_id: bytes, topic: str, seen: Seen[bytes | None]) -> bytes:
 
 
 async def watch_routes(request: web.Request) -> web.StreamResponse:
+    """GET /v1/watch?topics=a,b: the API's stream."""
     ns = request.app[NS]
     who: Principal = principal(request)
     ns.access.require(who, Role.READ)
-    names = parse_topics(request.query.get("topics"))
+    return await serve_stream(request, who, parse_topics(request.query.get("topics")))
+
+
+async def serve_stream(request: web.Request, who: Principal, names: list[str]) -> web.StreamResponse:
+    """The route stream of `names` for a caller already allowed to read (the API's, the console's)."""
+    ns = request.app[NS]
     s = ns.base_settings
     feed = ns.routes.feed
     watch = feed.open(names, client_address(request), s.watch_max_per_worker, s.watch_max_per_client)

@@ -167,3 +167,29 @@ async def test_store_lists_kv_namespaces(store):
     assert await store.kv_list("b") == {}  # by name it still reads as Java's empty table
     await store.kv_put("b", "k2", "v")
     assert await store.kv_namespaces() == ["A", "b"]  # sorted
+
+
+async def test_a_topic_page_follows_its_route_stream(secured):
+    """The page names its stream and the tag of the route it shows; the stream takes the console's session and
+    sends that tag first, then the next state when the route changes (console.js reloads on a different tag)."""
+    await seed(secured, ADMIN)
+    r = await secured.post("/console/login", data={"token": READ, "next": "/console/topics/TopicA"},
+                           allow_redirects=False)
+    assert r.status == 303
+    r = await secured.get("/console/topics/TopicA")
+    assert "connect-src 'self'" in r.headers["Content-Security-Policy"]
+    m = re.search(r'data-events="([^"]+)" data-etag="([^"]+)"', await r.text())
+    assert m and m.group(1) == "/console/topics/TopicA/events"
+    etag = m.group(2).replace("&#34;", '"')
+    api = await secured.get("/v1/topics/TopicA/route", headers={"Authorization": f"Bearer {READ}"})
+    assert api.headers["ETag"] == etag
+    from tests.unit.test_watch import read_events
+
+    stream = await secured.get(m.group(1))
+    assert stream.status == 200 and stream.headers["Content-Type"] == "text/event-stream"
+    assert (await read_events(stream, 1))[0]["data"]["etag"] == etag
+    assert (await secured.delete("/v1/topics/TopicA", headers={"Authorization": f"Bearer {ADMIN}"})).status == 200
+    assert (await read_events(stream, 1))[0]["data"] == {"topic": "TopicA", "etag": '"absent"', "route": None}
+    stream.close()
+    secured.session.cookie_jar.clear()
+    assert (await secured.get(m.group(1))).status == 401  # no session, no stream

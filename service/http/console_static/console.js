@@ -1,4 +1,5 @@
-// rmq-namesrv console: a live filter for long tables, heartbeat ages that keep ticking, and an opt-in refresh.
+// rmq-namesrv console: a live filter for long tables, heartbeat ages that keep ticking, an opt-in refresh, and
+// topic pages that reload when their route stream (GET /console/topics/<t>/events) reports a change.
 // Nothing read from the page is ever written back as HTML: textContent only.
 (function () {
   "use strict";
@@ -65,5 +66,16 @@
     arm();
   }
 
-  document.addEventListener("DOMContentLoaded", function () { filters(); ticking(); refresh(); });
+  function live() {  // a topic page follows its route stream: reload as soon as the route differs from the page's
+    var el = document.querySelector("[data-events]");
+    if (!el || !window.EventSource) return;
+    var shown = el.getAttribute("data-etag");
+    var source = new EventSource(el.getAttribute("data-events"));
+    source.addEventListener("route", function (e) {
+      var data = JSON.parse(e.data);
+      if (data.etag !== shown) { source.close(); window.location.reload(); }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { filters(); ticking(); refresh(); live(); });
 })();
