@@ -10,8 +10,10 @@
     2 cursor ("0" to start)   3 page size (SSCAN COUNT hint)   4 cluster name (mode "cluster")
   Returns:
     {nextCursor ("0" = done), {topic, ...}}   for "system": {"0", {cluster and broker names}, brokerAddr|""}
-    Unit modes test topicSysFlag (UNIT=1, UNIT_SUB=2) of the topic's first queue data, "first" being the
-    smallest brokerName (deterministic; Java uses hash order). "cluster" pages over the cluster's brokers
+    Unit modes test topicSysFlag (UNIT=1, UNIT_SUB=2) of the topic's first queue data, and "system" takes the
+    lowest-id address of the first broker: "first" in Java's HashMap order of the brokerNames (String.hashCode,
+    spread, in a table grown from 16 by puts; ties, which Java breaks by insertion order, by name), as
+    service/javaorder.py orders a route's lists. "cluster" pages over the cluster's brokers
     (cursor = index into its sorted members), so the caller de-duplicates.
   Side effects: none.
 ]]
@@ -22,19 +24,51 @@ local base = key_base(KEYS[1])
 
 local mode, cursor, count = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
+-- Java's HashMap order (service/javaorder.py): bucket = (h ^ (h >>> 16)) & (size - 1), h = String.hashCode.
+-- Names are ASCII (topics, brokerNames), so bytes are UTF-16 units; plain arithmetic (no bit library needed).
+local function bxor(a, b)
+  local r, p = 0, 1
+  while a > 0 or b > 0 do
+    local x, y = a % 2, b % 2
+    if x ~= y then r = r + p end
+    a, b, p = (a - x) / 2, (b - y) / 2, p * 2
+  end
+  return r
+end
+local function table_size(n)
+  local cap = 16
+  while n > cap * 0.75 do cap = cap * 2 end
+  return cap
+end
+local function bucket(s, size)
+  local h = 0
+  for i = 1, #s do h = (31 * h + string.byte(s, i)) % 4294967296 end
+  return bxor(h % size, math.floor(h / 65536) % size)
+end
+-- true when name a comes before name b in a HashMap of `size`
+local function before(a, b, size)
+  local ba, bb = bucket(a, size), bucket(b, size)
+  if ba ~= bb then return ba < bb end
+  return a < b
+end
+
 if mode == "system" then
   local names = {}
   local first_addr = ""
   for _, c in ipairs(rcall("SORT", K.clusters, "ALPHA")) do names[#names + 1] = c end
-  for _, b in ipairs(rcall("SORT", K.brokers, "ALPHA")) do
+  local brokers = rcall("SORT", K.brokers, "ALPHA")
+  local size = table_size(#brokers)
+  local first = nil
+  for _, b in ipairs(brokers) do
     names[#names + 1] = b
-    if first_addr == "" then
-      local aflat = rcall("HGETALL", base .. "ba:" .. b)
+    local aflat = rcall("HGETALL", base .. "ba:" .. b)
+    if #aflat > 0 and (first == nil or before(b, first, size)) then
+      first = b
       local min_i = nil
       for j = 1, #aflat, 2 do
         if min_i == nil or tonumber(aflat[j]) < tonumber(aflat[min_i]) then min_i = j end
       end
-      if min_i then first_addr = aflat[min_i + 1] end
+      first_addr = aflat[min_i + 1]
     end
   end
   return { "0", names, first_addr }
@@ -62,8 +96,9 @@ local out = {}
 for _, t in ipairs(res[2]) do
   local qflat = rcall("HGETALL", base .. "t:" .. t)
   local first = nil
+  local size = table_size(#qflat / 2)
   for i = 1, #qflat, 2 do
-    if first == nil or qflat[i] < qflat[first] then first = i end
+    if first == nil or before(qflat[i], qflat[first], size) then first = i end
   end
   if first then
     local _, _, _, s = string.match(qflat[first + 1], "^(%d+),(%d+),(%d+),(%d+)$")

@@ -28,6 +28,8 @@ from service.remoting.codec import RemotingCommand
 
 SUCCESS = 0
 SYSTEM_ERROR = 1
+QUERY_NOT_FOUND = 22
+NOT_SET = "not set any response code"  # RemotingCommand's default remark, which GET_BROKER_MEMBER_GROUP keeps
 ROUTE_FASTJSON = ("remoting", "fastjson")  # route cache variants of this door
 ROUTE_STANDARD = ("remoting", "standard")
 
@@ -159,10 +161,24 @@ async def register_broker(call: Call) -> Reply:
 
 @handles(codes.UNREGISTER_BROKER)
 async def unregister_broker(call: Call) -> Reply:
+    if not call.ext("brokerId"):
+        return Reply()  # Java queues it, fails on the null id in its unregister thread and removes nothing
     ident = _identity(call)
     await call.ns.unregister_broker(call.who, ident)
     call.connection.unregistered(ident["clusterName"], ident["brokerAddr"])
     return Reply()
+
+
+def _heartbeat_identity(call: Call) -> dict[str, Any]:
+    """QUERY_DATA_VERSION and BROKER_HEARTBEAT find the live entry by (clusterName, brokerAddr) only: Java answers
+    them without brokerName (and BROKER_HEARTBEAT without brokerId, a controller field), so the identity's
+    validation gets a stand-in for those two, which nothing reads."""
+    ident = _identity(call)
+    if ident["brokerName"] is None:
+        ident["brokerName"] = "_"
+    if ident["brokerId"] is None and call.cmd.code == codes.BROKER_HEARTBEAT:
+        ident["brokerId"] = 0
+    return ident
 
 
 @handles(codes.QUERY_DATA_VERSION)
@@ -171,24 +187,30 @@ async def query_data_version(call: Call) -> Reply:
         dv = decode_data_version(call.cmd.body) if call.cmd.body else None
     except BodyError as exc:
         raise InvalidArgument(f"DataVersion: {exc}") from None
-    res = await call.ns.heartbeat(call.who, {**_identity(call), "dataVersion": dv})
+    res = await call.ns.heartbeat(call.who, {**_heartbeat_identity(call), "dataVersion": dv})
     body = dumps(res.data_version.to_dict()) if res.data_version is not None else b""
     return Reply(ext={"changed": res.changed}, body=body)
 
 
 @handles(codes.BROKER_HEARTBEAT)
 async def broker_heartbeat(call: Call) -> Reply:
-    ident = _identity(call)
-    if ident["brokerId"] is None:
-        ident["brokerId"] = 0  # optional for BROKER_HEARTBEAT (controller field)
-    await call.ns.heartbeat(call.who, ident)
+    await call.ns.heartbeat(call.who, _heartbeat_identity(call))
     return Reply()
 
 
 @handles(codes.GET_BROKER_MEMBER_GROUP)
 async def member_group(call: Call) -> Reply:
-    group = await call.ns.member_group(call.who, call.ext("clusterName"), call.ext("brokerName"))
-    return Reply(body=dumps(group.to_dict()))
+    # Java's processor never sets the response code: SUCCESS by default, with its "not set" remark
+    cluster, name = call.ext("clusterName"), call.ext("brokerName")
+    if not name:  # Java echoes the nulls (left out of the JSON) and finds no broker
+        group = {"cluster": cluster} if cluster else {}
+        return Reply(remark=NOT_SET, body=dumps({"brokerMemberGroup": {"brokerAddrs": {}, **group}}))
+    if not cluster:  # the group is found by brokerName alone; the cluster is only echoed (null: left out)
+        group = (await call.ns.member_group(call.who, "_", name)).to_dict()
+        del group["brokerMemberGroup"]["cluster"]
+        return Reply(remark=NOT_SET, body=dumps(group))
+    group = await call.ns.member_group(call.who, cluster, name)
+    return Reply(remark=NOT_SET, body=dumps(group.to_dict()))
 
 
 # ------------------------------------------------------------------ reads
@@ -209,6 +231,8 @@ async def all_topics(call: Call) -> Reply:
 
 @handles(codes.GET_TOPICS_BY_CLUSTER)
 async def cluster_topics(call: Call) -> Reply:
+    if not call.ext("cluster") and call.ns.settings.enable_topic_list:
+        return Reply(body=dumps({"topicList": []}))  # Java: an unknown (here null) cluster has no topics
     return await _topic_list(call, "cluster", call.ext("cluster"))
 
 
@@ -236,22 +260,30 @@ async def unit_sub_ununit_topics(call: Call) -> Reply:
 
 @handles(codes.WIPE_WRITE_PERM_OF_BROKER)
 async def wipe_write_perm(call: Call) -> Reply:
+    if not call.ext("brokerName"):
+        return Reply(ext={"wipeTopicCount": 0})  # Java: no queue data names a null broker
     return Reply(ext={"wipeTopicCount": await call.ns.wipe_write_perm(call.who, call.ext("brokerName"))})
 
 
 @handles(codes.ADD_WRITE_PERM_OF_BROKER)
 async def add_write_perm(call: Call) -> Reply:
+    if not call.ext("brokerName"):
+        return Reply(ext={"addTopicCount": 0})
     return Reply(ext={"addTopicCount": await call.ns.add_write_perm(call.who, call.ext("brokerName"))})
 
 
 @handles(codes.DELETE_TOPIC_IN_NAMESRV)
 async def delete_topic(call: Call) -> Reply:
+    if not call.ext("topic"):
+        return Reply()  # Java: no topic is named null; always SUCCESS
     await call.ns.delete_topic(call.who, call.ext("topic"), call.ext("clusterName"))
     return Reply()
 
 
 @handles(codes.REGISTER_TOPIC_IN_NAMESRV)
 async def register_topic(call: Call) -> Reply:
+    if not call.ext("topic"):
+        return Reply()  # Java answers SUCCESS and registers nothing
     try:
         body = fastjson.loads(call.cmd.body) if call.cmd.body else {}
     except fastjson.JsonError as exc:
@@ -269,23 +301,32 @@ async def register_topic(call: Call) -> Reply:
 
 @handles(codes.PUT_KV_CONFIG)
 async def kv_put(call: Call) -> Reply:
+    if not (call.ext("namespace") and call.ext("key")):
+        return Reply(SYSTEM_ERROR, "namespace or key is null")
     await call.ns.kv_put(call.who, call.ext("namespace"), call.ext("key"), call.cmd.ext_fields.get("value"))
     return Reply()
 
 
 @handles(codes.GET_KV_CONFIG)
 async def kv_get(call: Call) -> Reply:
+    ns, key = call.ext("namespace"), call.ext("key")
+    if not (ns and key):
+        return Reply(QUERY_NOT_FOUND, f"No config item, Namespace: {ns or 'null'} Key: {key or 'null'}")
     return Reply(ext={"value": await call.ns.kv_get(call.who, call.ext("namespace"), call.ext("key"))})
 
 
 @handles(codes.DELETE_KV_CONFIG)
 async def kv_delete(call: Call) -> Reply:
+    if not (call.ext("namespace") and call.ext("key")):
+        return Reply()  # Java: always SUCCESS
     await call.ns.kv_delete(call.who, call.ext("namespace"), call.ext("key"))
     return Reply()
 
 
 @handles(codes.GET_KVLIST_BY_NAMESPACE)
 async def kv_list(call: Call) -> Reply:
+    if not call.ext("namespace"):
+        return Reply(QUERY_NOT_FOUND, "No config item, Namespace: null")
     return Reply(body=dumps((await call.ns.kv_list(call.who, call.ext("namespace"))).to_dict()))
 
 
