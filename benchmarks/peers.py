@@ -325,7 +325,11 @@ def memory(server: Server, brokers: int, topics: int) -> dict:
             bb = broker(f"mem-{b}", 1000 + b)
             data = frame(103, {**bb, "haServerAddr": bb["brokerAddr"], "compressed": "false", "bodyCrc32": 0,
                                "enableActingMaster": "false"}, body, b + 1)
-            failed += call(s, data) != 0
+            try:
+                failed += call(s, data) != 0
+            except OSError as exc:
+                return {"error": f"the connection failed at broker {b + 1} of {brokers} ({exc!r}; "
+                                 f"{failed} refused before)", "brokers": brokers, "topics": topics}
         took = time.perf_counter() - t0
         time.sleep(1)
         own, redis = rss_mb(server.pid), rss_mb(server.redis_pid) if server.redis_pid else 0.0
@@ -391,7 +395,12 @@ def run(size: dict, tmp: Path, rust_bin: str | None, java: bool) -> dict:
                     seed(s, seed_data)  # keeps the read topics' broker alive (Java expires after 120 s)
                     rounds[name][s.name].append(load(exe, s, paths[name], conns.get(name, size["register"]),
                                                      size["duration"]))
-        mem = {s.name: memory(s, size["mem_brokers"], size["mem_topics"]) for s in servers}
+        mem = {}
+        for s in servers:
+            try:
+                mem[s.name] = memory(s, size["mem_brokers"], size["mem_topics"])
+            except Exception as exc:  # noqa: BLE001 - the others' numbers still count
+                mem[s.name] = {"error": repr(exc), "brokers": size["mem_brokers"], "topics": size["mem_topics"]}
     finally:
         for s in servers:
             try:
@@ -445,6 +454,9 @@ def markdown(res: dict) -> str:
         cells = []
         for n in names:
             x = res["memory"][n]
+            if "error" in x:
+                cells.append(f"failed: {x['error']}")
+                continue
             cell = f"{x['rss_mb']:.0f} MB" + (f" ({x['own_rss_mb']:.0f} + Redis {x['redis_rss_mb']:.0f})"
                                               if x["redis_rss_mb"] else "")
             if x.get("java_live_heap_mb"):
