@@ -67,14 +67,15 @@ async def test_hung_redis_answers_503_by_the_deadline_and_recovers(lone_redis):
                                 json={**big, "dataVersion": {"timestamp": 2, "counter": 2, "stateVersion": 0}})
             ready = await timed(s, "GET", f"{n.url}/readyz")
             live = await timed(s, "GET", f"{n.url}/livez")
-            # every call gets its 503 about when its deadline says: ~1 s, and the 100 000-topic registration
-            # 1 s + 100 000 × 20 µs = 3 s (before the fix: 15 s for any registration)
+            # every call gets its 503 about when its deadline says: ~1 s (before the fix: 15 s for any
+            # registration). The 100 000-topic registration's first Redis call is the O(1) unchanged attempt
+            # (issue 26), whose deadline is the base one: it answers then, plus hashing its body; its full
+            # path's deadline would be 1 s + 100 000 × 20 µs = 3 s
             base = DEADLINE_MS / 1000
             for name, (status, took) in {"read": read, "heartbeat": beat, "register 10": small}.items():
                 assert status == 503 and base - 0.05 <= took < base + 1.0, (name, status, took)
             status, took = large
-            big_deadline = base + 100_000 * PER_TOPIC_S
-            assert status == 503 and big_deadline - 0.05 <= took < big_deadline + healthy + 1.0, (took, healthy)
+            assert status == 503 and base - 0.05 <= took < base + 100_000 * PER_TOPIC_S + healthy, (took, healthy)
             assert ready[0] == 503 and ready[1] < 2.0
             assert live[0] == 200 and live[1] < 0.5
 
