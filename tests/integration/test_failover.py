@@ -146,7 +146,9 @@ async def test_sentinel_over_tls_failover_under_load(make_sentinel_topology, sta
     redis_sentinel_tls and the CA serve, follow +switch-master through a failover, and nobody restarts; the Spark
     job's reader reaches the master with the same settings, and without the CA it cannot connect at all."""
     need("openssl")
-    s: SentinelTopology = make_sentinel_topology(tls=True, password="data-pw-tls")
+    # TLS handshakes make the promotion slower: a clean-clone CI run on a loaded machine saw the sentinels abort
+    # it at the default 1 s failover-timeout (-failover-abort-slave-timeout)
+    s: SentinelTopology = make_sentinel_topology(tls=True, password="data-pw-tls", failover_timeout_ms=5000)
     workers = start_workers(s, "t" + uuid.uuid4().hex[:6])
     before = pids(workers)
     async with Load([w.url for w in workers], readers=2, writers=2) as load:
