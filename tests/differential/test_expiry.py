@@ -95,3 +95,58 @@ def test_dropped_connection_unregisters_at_once(peers):
     gone = _gone_after(peers, "DroppedTopic", {"java": t_java, "ours": t_ours}, 10)
     print(f"\ndropped connection: routes gone after Apache {gone['java']:.2f} s, ours {gone['ours']:.2f} s")
     assert gone["java"] <= SLACK_S and gone["ours"] <= SLACK_S, gone
+
+
+def time_one(port: int) -> dict[str, float]:
+    """Both scenarios on one more NameServer at `port` (rocketmq-rust's): seconds until its routes are gone."""
+    import asyncio
+
+    async def go() -> dict[str, float]:
+        async def registered(name: str, addr: str, topic: str, timeout_ms: int | None) -> tuple[Client, float]:
+            c = await Client.connect(port)
+            ext = {"brokerName": name, "brokerAddr": addr, "clusterName": "ExpiryCluster", "brokerId": 0,
+                   "haServerAddr": addr, "compressed": "false", "bodyCrc32": 0, "enableActingMaster": "false"}
+            if timeout_ms is not None:
+                ext["heartbeatTimeoutMillis"] = timeout_ms
+            from benchmarks.peers import register_body
+
+            r = await c.request(codes.REGISTER_BROKER, ext, register_body([topic, topic + "_2"], 4, 1))
+            assert r.code == 0, r
+            return c, time.monotonic()
+
+        reader = await Client.connect(port)
+
+        async def gone_after(topic: str, since: float, deadline_s: float) -> float:
+            end = time.monotonic() + deadline_s
+            while (await reader.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})).code != 17:
+                if time.monotonic() > end:
+                    raise AssertionError(f"{topic} still served after {deadline_s} s")
+                await asyncio.sleep(0.1)  # the polling period
+            return time.monotonic() - since
+
+        silent, t0 = await registered("broker-silent", "127.0.0.1:19911", "SilentTopic", TIMEOUT_MS)
+        dropped, _ = await registered("broker-dropped", "127.0.0.1:19921", "DroppedTopic", None)
+        await dropped.close()
+        drop = await gone_after("DroppedTopic", time.monotonic(), 10)
+        quiet = await gone_after("SilentTopic", t0, 60)
+        await silent.close()
+        await reader.close()
+        return {"silent": quiet, "dropped": drop}
+
+    return asyncio.run(go())
+
+
+if __name__ == "__main__":  # python -m tests.differential.test_expiry /tmp/rocketmq-rust-bin/bin/rocketmq-namesrv-rust
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from benchmarks.peers import Rust
+
+    server = Rust(sys.argv[1], Path(tempfile.mkdtemp(prefix="expiry-rust-")))
+    try:
+        t = time_one(server.port)
+        print(f"rocketmq-rust: silent broker (heartbeatTimeoutMillis={TIMEOUT_MS}) gone after {t['silent']:.1f} s, "
+              f"dropped connection after {t['dropped']:.2f} s")
+    finally:
+        server.stop()
