@@ -93,13 +93,7 @@ class HttpApi:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            try:
-                err = orjson.loads(raw)
-                message, code = err.get("message", ""), err.get("code", "")
-            except (orjson.JSONDecodeError, AttributeError):
-                message, code = f"HTTP {exc.code} from {self.base}", ""
-            raise AdminError(exit_code_of_status(exc.code), message or f"HTTP {exc.code}", code) from None
+            raise self._refused(exc) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AdminError(EXIT_UNREACHABLE, f"cannot reach {self.base}: {reason}", "UNREACHABLE") from None
@@ -109,6 +103,15 @@ class HttpApi:
             raise AdminError(EXIT_UNREACHABLE, f"{self.base} did not answer JSON: is it a NameServer?") from None
 
     # --- reads
+    def _refused(self, exc: urllib.error.HTTPError) -> AdminError:
+        """The server's JSON error (message and code) as an AdminError with the status's exit code."""
+        try:
+            err = orjson.loads(exc.read())
+            message, code = err.get("message", ""), err.get("code", "")
+        except (orjson.JSONDecodeError, AttributeError):
+            message, code = f"HTTP {exc.code} from {self.base}", ""
+        return AdminError(exit_code_of_status(exc.code), message or f"HTTP {exc.code}", code)
+
     def brokers(self, cluster: str | None = None) -> dict[str, Any]:
         return self.call("GET", "/v1/brokers", query={"cluster": cluster})
 
@@ -158,13 +161,7 @@ class HttpApi:
                             raise AdminError(EXIT_UNREACHABLE, err.get("message", "stream error"), err.get("code"))
                         event = {}
             except urllib.error.HTTPError as exc:
-                raw_err = exc.read()
-                try:
-                    err = orjson.loads(raw_err)
-                    message, code = err.get("message", ""), err.get("code", "")
-                except (orjson.JSONDecodeError, AttributeError):
-                    message, code = f"HTTP {exc.code} from {self.base}", ""
-                raise AdminError(exit_code_of_status(exc.code), message or f"HTTP {exc.code}", code) from None
+                raise self._refused(exc) from None
             except (urllib.error.URLError, OSError) as exc:
                 if tries >= reconnects:
                     reason = getattr(exc, "reason", exc)
