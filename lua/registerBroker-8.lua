@@ -32,9 +32,20 @@
        ARGV 20 is replayed without its topics, if nothing that could change their outcome happened since;
        otherwise {3} and nothing is written. "0" or absent = a full registration
     22 unchanged mode: the clusters the credential may write, "name\n" repeated ("" = any); another gives {3}
+    23 begin mode: the registration id that fences its chunks (unique per registration)
+  Modes (ARGV 21): "0" full, "1" unchanged, "2" begin a chunked registration (service/store/chunked.py): every step
+    but the topics (ARGV 15 and 19 are "": the worker sends the topics in bounded chunks, registerChunk, checks the
+    guard's topics before, guardTopics, and ends with registerFinish). A broker whose topics it applies (master,
+    prime slave) is marked pending in `rg` of its BrokerData and live info: chunks carry the id and are refused
+    once another registration (or an unregister, an expiry) replaced it, so two registrations of one broker never
+    mix their tables; a new generation is taken at once, and the digest is recorded only when it ends.
   Returns:
     {1, haServerAddr|"", masterAddr|"", hasKv 0/1, {k, v, ...}, changedTopics, registerFirst 0/1, unchanged 0/1}
-    {2}                fenced by a newer stateVersion at this id: ignored (live entry of the new addr dropped)
+      begin mode adds: applyTopics 0/1, checkEach 0/1 (dataVersion changed, first, or an earlier one unfinished:
+      every topic is written, not only missing ones), wipeWrite 0/1, brokerChanged 0/1 (the worker publishes
+      the broker's topics, registerFinish, instead of this script naming them all)
+    {2}                fenced by a newer stateVersion at this id: ignored (live entry of the new addr dropped);
+                       begin mode: {2, brokerChanged 0/1}
     {-1, ownerCluster} BROKER_NAME_CONFLICT: the brokerName belongs to another cluster; nothing written
     {-2}               REGISTER_FAILED: single-topic guard; nothing written
     {-4, topic}        CROSS_CLUSTER_REFUSED: the topic lives only on other clusters' brokers; nothing written
@@ -55,7 +66,8 @@ local base = key_base(KEYS[1])
 
 local delete_missing, return_kv, guard = ARGV[11] == "1", ARGV[12] == "1", ARGV[13] == "1"
 local now = now_ms(ARGV[16])
-local digest, unchanged = ARGV[20] or "", ARGV[21] == "1"
+local digest, unchanged, begin = ARGV[20] or "", ARGV[21] == "1", ARGV[21] == "2"
+local regid = ARGV[23] or ""
 local krd = base .. "rd:" .. digest
 local cluster, name, id, addr, ha, zone, eam_arg, timeout, dv, sv, filter_arg, recorded_token
 if unchanged then
@@ -119,22 +131,9 @@ if unchanged then
 end
 if guard and #names == 1 and rcall("HEXISTS", kba, id) == 0 then return { -2 } end
 if ARGV[18] == "1" then
-  for _, c in ipairs(rcall("SMEMBERS", K.clusters)) do
-    if c ~= cluster and rcall("ZSCORE", K.live, c .. "|" .. addr) then return { -5, addr } end
-  end
-  for t in string.gmatch(unchanged and "" or ARGV[19], "[^\n]+") do
-    if rcall("SISMEMBER", kbt, t) == 0 then  -- a topic this broker already serves was allowed before
-      local holders = rcall("HKEYS", base .. "t:" .. t)
-      local ours = #holders == 0
-      for _, b in ipairs(holders) do
-        if rcall("HGET", base .. "b:" .. b, "cluster") == cluster then
-          ours = true
-          break
-        end
-      end
-      if not ours then return { -4, t } end
-    end
-  end
+  if addr_held_elsewhere(K.clusters, K.live, cluster, addr) then return { -5, addr } end
+  local refused = (not unchanged) and topic_refused(base, cluster, name, ARGV[19])
+  if refused then return { -4, refused } end
 end
 
 local ch = changes_new()
@@ -184,10 +183,11 @@ if old and old ~= addr then
   local old_sv = rcall("HGET", base .. "l:" .. cluster .. "|" .. old, "sv")
   if old_sv and tonumber(old_sv) > sv then
     drop_live(base, K, cluster, addr, ch, name)
-    if broker_changed then
+    if broker_changed and not begin then
       for _, t in ipairs(rcall("SMEMBERS", kbt)) do changes_add(ch, t) end
     end
     changes_publish(base, K.ver, ch)
+    if begin then return { 2, broker_changed and 1 or 0 } end
     return { 2 }
   end
 end
@@ -210,9 +210,20 @@ for i, _ in pairs(addrs) do
 end
 local is_prime_slave = eam_arg ~= "" and not is_master and tonumber(id) == min_id
 
--- Step 10: topics, from the master or the prime slave only.
+-- Step 10: topics, from the master or the prime slave only. A chunked registration that began and did not end
+-- (its worker died) leaves `rg` in the live info: the next one writes every topic, as for a new dataVersion.
 local changed_topics = 0
-if (is_master or is_prime_slave) and not unchanged then
+local applies = (is_master or is_prime_slave) and not unchanged
+local check_each = false
+if applies then
+  local pv = rcall("HMGET", kl, "dv", "rg")
+  check_each = register_first or (not pv[1]) or pv[1] ~= dv or pv[2] ~= false
+end
+if applies and begin then
+  rcall("HSET", kb, "rg", regid)  -- this registration's chunks from now on; any earlier one's are refused
+  topics_touched(base, name)  -- recorded tokens of this broker end now; registerFinish records the new one
+elseif applies then
+  rcall("HDEL", kb, "rg")  -- applied whole: a chunked registration of this broker still under way is over
   if delete_missing then
     for _, t in ipairs(rcall("SMEMBERS", kbt)) do
       if not in_payload[t] then
@@ -225,9 +236,6 @@ if (is_master or is_prime_slave) and not unchanged then
       end
     end
   end
-  local prev_dv = rcall("HGET", kl, "dv")
-  local dv_changed = (not prev_dv) or prev_dv ~= dv
-  local check_each = register_first or dv_changed
   local known = nil
   if not check_each and #names > 0 then
     -- Unchanged data version: only topics missing for this broker are (re)built; SMISMEMBER in chunks.
@@ -271,15 +279,23 @@ end
 rcall("ZADD", K.live, now, member)
 rcall("ZADD", K.deadlines, now + timeout, member)
 rcall("HSET", kl, "dv", dv, "sv", sv, "ha", ha, "timeout", timeout, "name", name, "id", id, "conn", ARGV[17] or "")
-if digest == "" then
-  rcall("HDEL", kl, "rd", "tk")  -- the bytes are unknown: the next registration must be a full one
-elseif not unchanged then
-  rcall("HSET", kl, "rd", digest, "tk", topic_token(role_of(rcall("HGETALL", kba))), "zone", zone, "eam", eam_arg,
+if applies and begin then
+  -- Pending until registerFinish: no digest yet (an unchanged replay now would skip the unwritten topics).
+  rcall("HSET", kl, "rg", regid, "rtk", topic_token(role_of(rcall("HGETALL", kba))), "zone", zone, "eam", eam_arg,
     "fsl", filter_arg)
+  rcall("HDEL", kl, "rd", "tk")
+else
+  if applies then rcall("HDEL", kl, "rg", "rtk") end  -- its topics are all written now
+  if digest == "" then
+    rcall("HDEL", kl, "rd", "tk")  -- the bytes are unknown: the next registration must be a full one
+  elseif not unchanged then
+    rcall("HSET", kl, "rd", digest, "tk", topic_token(role_of(rcall("HGETALL", kba))), "zone", zone, "eam",
+      eam_arg, "fsl", filter_arg)
+  end
 end
 -- The digest's key outlives the broker's registration interval (30 s) even for short timeouts; one left behind
 -- by other bytes since is harmless: the live info's "rd" decides.
-if digest ~= "" then rcall("SET", krd, member, "PX", 2 * math.max(timeout, 60000)) end
+if digest ~= "" and not (applies and begin) then rcall("SET", krd, member, "PX", 2 * math.max(timeout, 60000)) end
 
 -- Step 12: filter servers: absent leaves them, "[]" removes, a list replaces.
 if filter_arg ~= "-" then
@@ -292,7 +308,7 @@ if filter_arg ~= "-" then
   if (before or "[]") ~= filter_arg then broker_changed = true end
 end
 
-if broker_changed then
+if broker_changed and not begin then
   for _, t in ipairs(rcall("SMEMBERS", kbt)) do changes_add(ch, t) end
 end
 changes_publish(base, K.ver, ch)
@@ -311,5 +327,9 @@ local has_kv, kv = 0, {}
 if return_kv and rcall("SISMEMBER", K.kvns, "ORDER_TOPIC_CONFIG") == 1 then
   has_kv = 1
   kv = rcall("HGETALL", base .. "kv:ORDER_TOPIC_CONFIG")
+end
+if begin then
+  return { 1, ha_out, master_out, has_kv, kv, 0, register_first and 1 or 0, 0, applies and 1 or 0,
+    check_each and 1 or 0, (is_prime_slave and eam == "1") and 1 or 0, broker_changed and 1 or 0 }
 end
 return { 1, ha_out, master_out, has_kv, kv, changed_topics, register_first and 1 or 0, unchanged and 1 or 0 }

@@ -101,6 +101,9 @@ class Settings:
     redis_bulk_deadline_ms: int = _setting(10_000, "ceiling of a bulk call's deadline (registrations, "
                                                    "unregister, expiry) however many topics it carries",
                                            minimum=100, maximum=600_000)
+    registration_chunk_topics: int = _setting(0, "a registration with more topics than this is applied in steps "
+                                                 "of this many, so no Redis call lasts long (0 = 2 000 with "
+                                                 "Redis, 200 embedded)", minimum=0, maximum=1_000_000)
     redis_sentinels: str = _setting("", "Sentinel mode: host:port,host:port of the sentinels (instead of "
                                         "redis_url)")
     redis_master_name: str = _setting("mymaster", "Sentinel mode: the service name the sentinels monitor")

@@ -19,6 +19,7 @@ class Broker:
     eam: bool = False
     zone: str | None = None
     addrs: dict[int, str] = field(default_factory=dict)
+    rg: str | None = None  # the chunked registration whose chunks may still write its topics
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Live:
     ha: str
     name: str
     conn: str = ""  # the native connection it registered on ("" = none)
+    rg: str | None = None  # a chunked registration of its topics began and has not ended (its id)
 
 
 class Conflict(Exception):
@@ -87,7 +89,20 @@ class RouteModel:
     def register(self, cluster, name, bid, addr, ha, topics, dv, eam, timeout, now,
                  delete_missing=False, filters=None, conn="", guard_topics=None):
         """topics: {t: (r, w, perm, sys)}; eam None = old broker. Returns 'ok', 'fenced' or raises.
-        guard_topics: the cross-cluster guard is on and these topics are checked (None = off)."""
+        guard_topics: the cross-cluster guard is on and these topics are checked (None = off).
+        A whole registration is a chunked one with a single chunk and nothing in between."""
+        step = self.register_begin("whole", cluster, name, bid, addr, ha, dv, eam, timeout, now, filters, conn,
+                                   guard_topics)
+        if step is None:
+            return "fenced"
+        self.register_chunk(step, topics)
+        self.register_finish(step, topics, delete_missing)
+        return "ok"
+
+    def register_begin(self, regid, cluster, name, bid, addr, ha, dv, eam, timeout, now, filters=None, conn="",
+                       guard_topics=None):
+        """Everything of a registration but its topics (service/store/chunked.py). Returns None when fenced by
+        stateVersion, else the state its chunks need (raises as register does)."""
         b = self.brokers.get(name)
         if b is not None and b.cluster != cluster:
             raise Conflict(b.cluster)
@@ -116,7 +131,7 @@ class RouteModel:
             old_live = self.live.get((cluster, old))
             if old_live is not None and old_live.dv[2] > dv[2]:
                 self._drop_live(cluster, addr)
-                return "fenced"
+                return None
         if old != addr:
             b.addrs[bid] = addr
             if old is not None:
@@ -124,27 +139,54 @@ class RouteModel:
         register_first = register_first or old is None
         is_master = bid == 0
         is_prime_slave = eam is not None and not is_master and bid == min(b.addrs)
-        if is_master or is_prime_slave:
-            if delete_missing:
-                for t in list(self.topics):
-                    if name in self.topics[t] and t not in topics:
-                        del self.topics[t][name]
-                        if not self.topics[t]:
-                            del self.topics[t]
-            prev_live = self.live.get((cluster, addr))
-            dv_changed = prev_live is None or prev_live.dv != dv
-            for t, (r, w, p, s) in topics.items():
-                if register_first or dv_changed or name not in self.topics.get(t, {}):
-                    if is_prime_slave and b.eam:
-                        p &= ~WRITE
-                    self.topics.setdefault(t, {})[name] = (r, w, p, s)
-        self.live[(cluster, addr)] = Live(now, timeout, dv, ha, name, conn)
+        applies = is_master or is_prime_slave
+        prev_live = self.live.get((cluster, addr))
+        # an earlier chunked registration that never ended: every topic is written again
+        check_each = register_first or prev_live is None or prev_live.dv != dv or prev_live.rg is not None
+        if applies:
+            b.rg = regid
+        pending = regid if applies else (prev_live.rg if prev_live is not None else None)
+        self.live[(cluster, addr)] = Live(now, timeout, dv, ha, name, conn, pending)
         if filters is not None:
             if filters:
                 self.filters[(cluster, addr)] = list(filters)
             else:
                 self.filters.pop((cluster, addr), None)
-        return "ok"
+        return {"regid": regid, "cluster": cluster, "name": name, "addr": addr, "applies": applies,
+                "check_each": check_each, "wipe": is_prime_slave and b.eam}
+
+    def _chunk_may_write(self, step) -> bool:
+        b = self.brokers.get(step["name"])
+        live = self.live.get((step["cluster"], step["addr"]))
+        return (step["applies"] and b is not None and b.rg == step["regid"] and live is not None
+                and live.rg == step["regid"])
+
+    def register_chunk(self, step, topics) -> bool:
+        """One chunk of topics; False when fenced (nothing written)."""
+        if not self._chunk_may_write(step):
+            return False
+        name = step["name"]
+        for t, (r, w, p, s) in topics.items():
+            if step["check_each"] or name not in self.topics.get(t, {}):
+                if step["wipe"]:
+                    p &= ~WRITE
+                self.topics.setdefault(t, {})[name] = (r, w, p, s)
+        return True
+
+    def register_finish(self, step, topics, delete_missing) -> bool:
+        """The end: the broker's topics not in `topics` go (deleteTopicWithBrokerRegistration); False if fenced."""
+        if not self._chunk_may_write(step):
+            return False
+        name = step["name"]
+        if delete_missing:
+            for t in list(self.topics):
+                if name in self.topics[t] and t not in topics:
+                    del self.topics[t][name]
+                    if not self.topics[t]:
+                        del self.topics[t]
+        self.brokers[name].rg = None
+        self.live[(step["cluster"], step["addr"])].rg = None
+        return True
 
     def answer(self, cluster, bid, addr, return_kv=True):
         """RegisterBrokerResult after a registration that was not fenced: (haServerAddr, masterAddr, kvTable)."""

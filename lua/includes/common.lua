@@ -87,3 +87,31 @@ local function topics_touched(base, broker_name)
   local ktg = base .. "tg"
   rcall("HSET", ktg, broker_name, rcall("HINCRBY", ktg, "#", 1))
 end
+
+-- The cross-cluster guard's topic rule: the first of `topics` ("name\n" repeated) that `broker_name` does not serve
+-- yet and whose queues live only on other clusters' brokers, or nil.
+local function topic_refused(base, cluster, broker_name, topics)
+  local kbt = base .. "bt:" .. broker_name
+  for t in string.gmatch(topics, "[^\n]+") do
+    if rcall("SISMEMBER", kbt, t) == 0 then  -- a topic this broker already serves was allowed before
+      local holders = rcall("HKEYS", base .. "t:" .. t)
+      local ours = #holders == 0
+      for _, b in ipairs(holders) do
+        if rcall("HGET", base .. "b:" .. b, "cluster") == cluster then
+          ours = true
+          break
+        end
+      end
+      if not ours then return t end
+    end
+  end
+  return nil
+end
+
+-- The cross-cluster guard's address rule: a live broker of another cluster holds `addr`.
+local function addr_held_elsewhere(k_clusters, k_live, cluster, addr)
+  for _, c in ipairs(rcall("SMEMBERS", k_clusters)) do
+    if c ~= cluster and rcall("ZSCORE", k_live, c .. "|" .. addr) then return true end
+  end
+  return false
+end

@@ -104,6 +104,9 @@ class Keys:
     def registration(self, digest: str) -> str:  # STRING (PX) "cluster|addr" that last registered this digest
         return self.base + "rd:" + digest
 
+    def registration_topics(self, registration_id: str) -> str:  # SET (PX): a chunked registration's topics so far
+        return self.base + "rs:" + registration_id
+
     def kv(self, namespace: str) -> str:  # HASH key -> value
         return self.base + "kv:" + namespace
 

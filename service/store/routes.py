@@ -56,6 +56,7 @@ from service.models import (
     RegisterBrokerResult,
     TopicRouteData,
 )
+from service.store.chunked import ChunkedRegistration
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
 from service.store.scripts import LuaScript, load_all
 
@@ -133,6 +134,7 @@ class StoreLimits:
     wait_replicas: int = 0
     wait_timeout_ms: int = 1000
     wait_registrations: bool = False
+    chunk_topics: int = 0  # registrations with more topics go in steps of this many (0 = always whole)
 
     def bulk(self, topics: int) -> float:
         """The deadline of a call carrying `topics` topics (or heartbeats): scaled, with a ceiling."""
@@ -360,25 +362,63 @@ class RouteStore:
         unless it registered again since). `cross_cluster_topics`: when not None, the cross-cluster guard is on
         and these topics (the payload's non-system ones) must not live only on other clusters' brokers.
         `digest`: of the registration as received (NameServer.registration_digest), recorded so that the same
-        bytes again can be applied by register_unchanged; "" = unknown (the next one is a full one)."""
-        eam = "" if req.enable_acting_master is None else _flag(req.enable_acting_master)
-        fsl = "-" if req.filter_server_list is None else orjson.dumps(req.filter_server_list).decode()
-        timeout = req.heartbeat_timeout_ms or default_timeout_ms or self.default_timeout_ms
-        res = await self._run(
-            "registerBroker", self._fixed["registerBroker"],
-            req.cluster, req.broker_name, str(req.broker_id), req.broker_addr, req.ha_server_addr,
-            req.zone_name or "", eam, timeout, req.data_version.encode(), req.data_version.state_version,
-            _flag(delete_topic_with_broker_registration), _flag(return_order_topic_config),
-            _flag(single_topic_guard), fsl, req.topic_table.lines, "" if now is None else now,
-            connection, _flag(cross_cluster_topics is not None),
-            "".join(t + "\n" for t in cross_cluster_topics or ()), digest, "0", "",
-            client=self.bulk_redis, deadline=self.limits.bulk(len(req.topics) or req.topic_table.count),
-            wait=self.limits.wait_registrations,
-        )
+        bytes again can be applied by register_unchanged; "" = unknown (the next one is a full one).
+        More topics than `limits.chunk_topics`: applied in bounded steps (service/store/chunked.py)."""
+        args = self._registration_args(
+            req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
+            single_topic_guard, connection, cross_cluster_topics, digest, now)
+        count = req.topic_table.count
+        if self.limits.chunk_topics and count > self.limits.chunk_topics and not single_topic_guard:
+            return await self._chunked(req, args, self.limits.chunk_topics, delete_topic_with_broker_registration,
+                                       cross_cluster_topics, digest).run()
+        res = await self._run("registerBroker", self._fixed["registerBroker"], *args, client=self.bulk_redis,
+                              deadline=self.limits.bulk(count), wait=self.limits.wait_registrations)
         result = _registration_result(res)
         if result is None:
             raise AssertionError("registerBroker answered 'unchanged only' to a full registration")
         return result
+
+    def chunked_registration(
+        self,
+        req: RegisterBroker,
+        chunk_topics: int,
+        *,
+        default_timeout_ms: int | None = None,
+        delete_topic_with_broker_registration: bool = False,
+        return_order_topic_config: bool = True,
+        connection: str = "",
+        cross_cluster_topics: Sequence[str] | None = None,
+        digest: str = "",
+        now: int | None = None,
+    ) -> ChunkedRegistration:
+        """register_broker's chunked path as an object to step through (tests interleave other operations)."""
+        args = self._registration_args(
+            req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config, False,
+            connection, cross_cluster_topics, digest, now)
+        return self._chunked(req, args, chunk_topics, delete_topic_with_broker_registration, cross_cluster_topics,
+                             digest)
+
+    def _chunked(self, req: RegisterBroker, args: list[Any], chunk_topics: int, delete_missing: bool,
+                 cross_cluster_topics: Sequence[str] | None, digest: str) -> ChunkedRegistration:
+        return ChunkedRegistration(
+            self, args, req.cluster, req.broker_name, req.broker_addr, req.topic_table.lines, req.topic_table.count,
+            chunk_topics, delete_missing, None if cross_cluster_topics is None else list(cross_cluster_topics),
+            digest)
+
+    def _registration_args(self, req: RegisterBroker, default_timeout_ms: int | None, delete_missing: bool,
+                           return_kv: bool, single_topic_guard: bool, connection: str,
+                           cross_cluster_topics: Sequence[str] | None, digest: str, now: int | None) -> list[Any]:
+        """registerBroker's ARGV for a whole registration (see its header)."""
+        eam = "" if req.enable_acting_master is None else _flag(req.enable_acting_master)
+        fsl = "-" if req.filter_server_list is None else orjson.dumps(req.filter_server_list).decode()
+        timeout = req.heartbeat_timeout_ms or default_timeout_ms or self.default_timeout_ms
+        return [
+            req.cluster, req.broker_name, str(req.broker_id), req.broker_addr, req.ha_server_addr,
+            req.zone_name or "", eam, timeout, req.data_version.encode(), req.data_version.state_version,
+            _flag(delete_missing), _flag(return_kv), _flag(single_topic_guard), fsl, req.topic_table.lines,
+            "" if now is None else now, connection, _flag(cross_cluster_topics is not None),
+            "".join(t + "\n" for t in cross_cluster_topics or ()), digest, "0", "",
+        ]
 
     async def register_unchanged(
         self,

@@ -19,6 +19,7 @@ import pytest
 
 from service.models import RegisterBroker, TopicConfig
 from service.store import RouteStore
+from service.store import chunked as chunked_module
 from service.store import routes as store_module
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
 from service.store.scripts import HEADER_WORDS, ScriptError, check_header, load_all, resolve_includes
@@ -81,7 +82,8 @@ def test_header_documents_every_argv():
 
 
 def test_every_script_is_used_by_the_store_and_vice_versa():
-    called = set(re.findall(r'_run\(\s*"(\w+)"', inspect.getsource(store_module)))
+    sources = inspect.getsource(store_module) + inspect.getsource(chunked_module)
+    called = set(re.findall(r'_(?:run|call)\(\s*"(\w+)"', sources))
     assert called == set(load_all()), (called ^ set(load_all()))
 
 
@@ -222,6 +224,9 @@ async def test_the_store_passes_each_script_exactly_its_declared_keys():
     await s.kv_delete("NS", "k")
     await s.put_runtime_config({"a": "b"})
     _ = [rows async for rows in s.snapshot_pages()]
+    await s.chunked_registration(RegisterBroker("C1", "B3", 0, "10.0.0.3:1", "", {"T4": TopicConfig(),
+                                                                                  "T5": TopicConfig()}),
+                                 1, delete_topic_with_broker_registration=True, cross_cluster_topics=["T4"]).run()
     await s.register_broker(RegisterBroker("C1", "B2", 0, "10.0.0.2:1", "", {"T3": TopicConfig()}),
                             connection="conn-1", now=2)
     assert await s.drop_connection("conn-1", [("C1", "10.0.0.2:1")]) == [("C1", "10.0.0.2:1", "B2", 1)]

@@ -15,7 +15,7 @@ import uuid
 import fakeredis
 import pytest
 import redis.asyncio as aioredis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -48,6 +48,8 @@ def make_machine(connect):
             self.conns: dict[str, set[tuple[str, str]]] = {}  # what each native connection registered
             self.sent: list[tuple] = []  # registrations sent as raw bodies, for `repeat`
             self.unchanged = 0
+            # chunked registrations under way: [ChunkedRegistration, model step, model actions left]
+            self.inflight: list[list] = []
 
         def run(self, coro):
             return self.loop.run_until_complete(coro)
@@ -84,7 +86,86 @@ def make_machine(connect):
             if self.sent:
                 self.send(self.sent[-1], delete_missing, "", False, True)
 
-        def send(self, body, delete_missing, conn, guarded, raw):
+        @rule(c=st.sampled_from(CLUSTERS), n=st.sampled_from(NAMES), bid=st.sampled_from([0, 0, 1, 2]),
+              a=st.sampled_from(ADDRS), topics=topic_tables, counter=st.integers(0, 3), sv=st.integers(0, 2),
+              eam=st.sampled_from([None, True, False]), timeout=st.sampled_from([1000, 5000, 120_000]),
+              delete_missing=st.booleans(), filters=st.sampled_from([None, [], ["10.9.0.1:1"]]),
+              conn=st.sampled_from(["", "conn-1"]), guarded=st.booleans(), raw=st.booleans(),
+              per_chunk=st.integers(1, 3))
+        def start_chunked(self, c, n, bid, a, topics, counter, sv, eam, timeout, delete_missing, filters, conn,
+                          guarded, raw, per_chunk):
+            """A registration applied in steps (service/store/chunked.py): begun here, advanced by `advance`,
+            with any other operation (another registration of the same broker included) in between."""
+            body = (c, n, bid, a, tuple(sorted(topics.items())), counter, sv, eam, timeout,
+                    None if filters is None else tuple(filters))
+            if raw:
+                self.sent.append(body)
+            req, digest, guard_topics = self.request(body, guarded, raw)
+            reg = self.store.chunked_registration(
+                req, per_chunk, delete_topic_with_broker_registration=delete_missing, connection=conn,
+                cross_cluster_topics=guard_topics, digest=digest, now=self.now)
+            try:
+                step = self.model.register_begin(reg.regid, c, n, bid, a, "10.0.1.1:1", (1, counter, sv), eam,
+                                                 timeout, self.now, filters, conn, guard_topics)
+            except Conflict:
+                with pytest.raises(BrokerNameConflict):
+                    self.run(reg.begin())
+                return
+            except CrossCluster:
+                with pytest.raises(CrossClusterRefused):
+                    self.run(reg.begin())
+                return
+            self.run(reg.begin())
+            assert reg.result.fenced == (step is None)
+            if step is None:
+                actions = [None]
+            else:
+                ha, master, kv = self.model.answer(c, bid, a)
+                assert (reg.result.ha_server_addr, reg.result.master_addr, reg.result.kv_table) == (ha, master, kv)
+                topics = dict(body[4])  # in the order the request carries them
+                names = list(topics)
+                chunks = [{t: topics[t] for t in names[i:i + per_chunk]} for i in range(0, len(names), per_chunk)]
+                if step["applies"]:
+                    actions = [("chunk", part) for part in chunks] + [("finish", topics, delete_missing)]
+                else:
+                    actions = [None]
+            if conn:
+                self.conns.setdefault(conn, set()).add((c, a))
+            self.inflight.append([reg, step, actions])
+
+        @rule(pick=st.integers(0, 3))
+        def advance(self, pick):
+            """One more step of a chunked registration under way."""
+            if self.inflight:
+                self.advance_one(self.inflight[pick % len(self.inflight)])
+
+        @rule(pick=st.integers(0, 3))
+        def complete(self, pick):
+            """All the steps left of a chunked registration, nothing in between."""
+            if self.inflight:
+                entry = self.inflight[pick % len(self.inflight)]
+                while not self.advance_one(entry):
+                    pass
+
+        def advance_one(self, entry) -> bool:
+            reg, step, actions = entry
+            action = actions.pop(0)
+            done = self.run(reg.step())
+            if action is None:
+                written = True
+            elif action[0] == "chunk":
+                written = self.model.register_chunk(step, action[1])
+            else:
+                written = self.model.register_finish(step, action[1], action[2])
+            assert reg.fenced_midway == (not written)
+            assert done == (not written or not actions)
+            if done:
+                self.inflight.remove(entry)
+                event("chunked registration: " + ("fenced mid-way" if reg.fenced_midway else
+                                                  "completed" if step and step["applies"] else "no topics to apply"))
+            return done
+
+        def request(self, body, guarded, raw):
             c, n, bid, a, items, counter, sv, eam, timeout, filters = body
             topics = dict(items)
             self.now += 10
@@ -95,6 +176,12 @@ def make_machine(connect):
                 data_version=DataVersion(1, counter, sv), enable_acting_master=eam,
                 heartbeat_timeout_ms=timeout, filter_server_list=None if filters is None else list(filters))
             digest = hashlib.sha256(repr(body).encode()).hexdigest() if raw else ""
+            return req, digest, guard_topics
+
+        def send(self, body, delete_missing, conn, guarded, raw):
+            c, n, bid, a, items, counter, sv, eam, timeout, filters = body
+            topics = dict(items)
+            req, digest, guard_topics = self.request(body, guarded, raw)
 
             async def call():
                 if raw:  # as NameServer.register_broker does for a door's raw body
@@ -195,7 +282,7 @@ def make_machine(connect):
                 for sam in (self.support_acting_master,):
                     got = self.run(self.store.get_route(t, support_acting_master=sam, order_message_enable=True))
                     want = self.model.route(t, support_acting_master=sam, order=True)
-                    assert (jsonable(got) if got else None) == want, t
+                    assert (jsonable(got) if got else None) == want, (t, got, want)
             assert jsonable(self.run(self.store.cluster_info())) == self.model.cluster_info()
             assert self.run(self.store.topic_list()) == sorted(self.model.topics)
             live = self.run(self.client.zrange(self.store.keys.live, 0, -1))
