@@ -1,16 +1,21 @@
-"""Route reads while a broker with 100 000 topics registers and re-registers changed: event-loop lag, route-read
-latency and the longest Redis command.
+"""Route reads on every worker while a broker with 100 000 topics registers and re-registers changed: their
+latency, the workers' event-loop lag and the longest Redis command.
 
-    python -m benchmarks.stall_bench [--topics 100000] [--registrations 3] [--workers 2] [--tiny]
+    python -m benchmarks.stall_bench [--topics 100000] [--registrations 3] [--workers 2] [--rate 200] [--tiny]
                                      [--out benchmarks/results]
 
-Starts its own redis-server and `--workers` workers on 127.0.0.1 (one port, SO_REUSEPORT: wrk's connections spread
-over them). Runs wrk (route reads of 1 000 topics) twice for the same duration: once quiet, once while a client
-re-registers one broker of `--topics` topics over HTTP `--registrations` times, each time with every queue count
-changed (it registered once before). Reports wrk's latency percentiles, its max latency and non-2xx replies for
-both runs, the workers' event-loop lag (namesrv_event_loop_lag_* of the worker /metrics answered: a 50 ms timer
-that fires late shows a stall), and the longest Redis command of the busy run (SLOWLOG, every command over 1 ms).
-DESIGN §9 and issue 26: no stall over 50 ms, route reads max < 50 ms with no non-200, no Redis command over 20 ms.
+Starts its own redis-server and `--workers` one-worker `namesrv serve` processes on 127.0.0.1, each on its own
+port. A probe process (its own interpreter, so it competes with nothing of the bench's) reads routes from every
+worker at a fixed rate, `--rate` a second per worker on 8 keep-alive connections each, for the same duration
+twice: once quiet, once while the bench re-registers one broker of `--topics` topics through the first worker
+`--registrations` times over HTTP, each time with every queue count changed (it registered once before). Half the
+reads ask for one of 1 000 small topics (served from the workers' route caches), half for a topic of the big
+broker (whose cache entries every registration invalidates, so those reads go to Redis). Latency is timed from the
+moment a read was due, not from when it was sent, so a stalled worker cannot hide its stall by sending less
+(coordinated omission). Reports each worker's reads (p50, p99, max, non-200), its event-loop lag
+(namesrv_event_loop_lag_* of its /metrics: a 50 ms timer that fires late shows a stall), and the longest Redis
+command of the busy run (SLOWLOG, every command over 1 ms).
+DESIGN §9 and issue 26: route reads max < 50 ms with no non-200, no Redis command over 20 ms.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from benchmarks.harness import git_info, machine_info, write_results
-from benchmarks.http_bench import namesrv, seed, stop, wrk
+from benchmarks.http_bench import namesrv, seed, stop
 from tests.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent
@@ -61,26 +67,73 @@ def lag(url: str) -> dict:
             "over_50ms": count - buckets.get(0.05, count), "over_25ms": count - buckets.get(0.025, count)}
 
 
-def wrk_all(url: str, duration: int) -> dict:
-    """wrk's route reads with its max latency and non-2xx count kept (http_bench.wrk refuses non-2xx runs)."""
-    import subprocess
+def probe(urls: list[str], topics: int, rate: int, duration: float, out: Any) -> None:
+    """The probe process: fixed-rate route reads of every worker; puts {url: [(latency ms, status), ...]}."""
+    import random
 
-    cmd = ["wrk", "-t1", "-c32", f"-d{duration}s", "--latency", "-s", str(ROOT / "wrk" / "route.lua"), url,
-           "--", "1000"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=duration + 60).stdout
-    unit = {"us": 0.001, "ms": 1.0, "s": 1000.0}
-    res: dict = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}
-    m = re.search(r"^\s+Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", out, re.M)
-    res["max_ms"] = float(m.group(1)) * unit[m.group(2)] if m else None
-    for pct in ("50", "99"):
-        m = re.search(rf"^\s+{pct}(?:\.000)?%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        if m:
-            res[f"p{pct}_ms"] = float(m.group(1)) * unit[m.group(2)]
-    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    errors = re.search(r"Socket errors: (.*)", out)
-    res["non2xx"] = int(non2xx.group(1)) if non2xx else 0
-    res["socket_errors"] = errors.group(1) if errors else ""
-    return res
+    import aiohttp
+
+    async def lane(session: aiohttp.ClientSession, url: str, t0: float, interval: float, first: int,
+                   lanes: int, rows: list) -> None:
+        i = first
+        while True:
+            due = t0 + i * interval
+            if due - t0 >= duration:
+                return
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            topic = f"T{random.randrange(1000)}" if i % 2 else f"Big0-Topic-{random.randrange(topics):06d}"
+            try:
+                async with session.get(f"{url}/v1/topics/{topic}/route") as r:
+                    await r.read()
+                    status = r.status
+            except aiohttp.ClientError as exc:
+                status = type(exc).__name__
+            rows.append(((time.perf_counter() - due) * 1000, status))
+            i += lanes
+
+    async def reads() -> dict:
+        res: dict[str, list] = {u: [] for u in urls}
+        lanes = 8
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30),
+                                         connector=aiohttp.TCPConnector(limit=0)) as session:
+            for u in urls:  # connections up before the clock starts
+                for r in await asyncio.gather(*(session.get(f"{u}/v1/topics/T0/route") for _ in range(lanes))):
+                    r.release()
+            t0 = time.perf_counter() + 0.2
+            await asyncio.gather(*(lane(session, u, t0, 1 / rate, k, lanes, res[u]) for u in urls
+                                   for k in range(lanes)))
+        return res
+
+    out.put(asyncio.run(reads()))
+
+
+def summary(rows: list[tuple[float, Any]]) -> dict:
+    lat = sorted(ms for ms, _ in rows)
+    pct = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: 0.0)
+    return {"reads": len(rows), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": lat[-1] if lat else 0.0,
+            "non200": sum(1 for _, st in rows if st != 200)}
+
+
+def read_run(urls: list[str], topics: int, rate: int, duration: float, during: Any = None) -> dict:
+    """One probe run (in a process of its own), with `during` (a thread's target) running meanwhile."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=probe, args=(urls, topics, rate, duration, q))
+    proc.start()
+    worker = None
+    if during is not None:
+        time.sleep(1.0)  # the probe's interpreter and connections first
+        worker = threading.Thread(target=during)
+        worker.start()
+    res = q.get(timeout=duration + 120)
+    proc.join(30)
+    if worker is not None:
+        worker.join()
+    return {u: summary(rows) for u, rows in res.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--topics", type=int, default=100_000)
     p.add_argument("--registrations", type=int, default=3)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--duration", type=int, default=0, help="wrk seconds per run (default: long enough)")
+    p.add_argument("--rate", type=int, default=200, help="route reads a second per worker")
+    p.add_argument("--duration", type=int, default=0, help="seconds per probe run (default: long enough)")
     p.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test (2 000 topics)")
     p.add_argument("--out", default=str(ROOT / "results"))
     args = p.parse_args(argv)
@@ -97,62 +151,71 @@ def main(argv: list[str] | None = None) -> int:
     import redis
 
     server = RedisServer().start()
-    proc = None
+    procs: list = []
     try:
         asyncio.run(seed(server.url, 1000))
         admin = redis.Redis.from_url(server.url)
         admin.config_set("slowlog-log-slower-than", 1000)  # µs: every command over 1 ms
         admin.config_set("slowlog-max-len", 10_000)
         bodies = [big_body(0, args.topics, v) for v in range(args.registrations + 1)]
-        proc, url = namesrv(server.url, args.workers)
-        wrk(url, "route.lua", 1, 32, "1000")
+        urls = []
+        for _ in range(args.workers):
+            proc, url = namesrv(server.url, 1)
+            procs.append(proc)
+            urls.append(url)
         took: list[float] = []
         t0 = time.perf_counter()
-        register_all(url, bodies[:1], took)  # sizes the run; first registration starts the parser process
+        register_all(urls[0], bodies[:1], took)  # sizes the run; the first starts the parser process
         one = time.perf_counter() - t0
-        duration = args.duration or max(2, int(one * args.registrations * 1.5) + 1)
-        quiet = wrk_all(url, duration)
-        lag_before = lag(url)
+        duration = args.duration or max(3, int(one * args.registrations * 1.5) + 2)
+        quiet = read_run(urls, args.topics, args.rate, duration)
+        lag_before = [lag(u) for u in urls]
         took.clear()
         admin.slowlog_reset()
-        worker = threading.Thread(target=register_all, args=(url, bodies[1:], took))  # each one changes all
-        worker.start()
-        busy = wrk_all(url, duration)
-        worker.join()
-        lag_after = lag(url)
+        busy = read_run(urls, args.topics, args.rate, duration,
+                        during=lambda: register_all(urls[0], bodies[1:], took))  # each one changes all
+        lag_after = [lag(u) for u in urls]
         slow = admin.slowlog_get(10_000)
         longest = max(slow, key=lambda e: e["duration"]) if slow else None
         admin.close()
     finally:
-        if proc is not None:
+        for proc in procs:
             stop(proc)
         server.cleanup()
+    if len(took) != args.registrations:
+        raise RuntimeError(f"{len(took)} of {args.registrations} registrations completed during the busy run")
+    lag_busy = [{"max_ms": after["max_ms"], "over_50ms": after["over_50ms"] - before["over_50ms"],
+                 "over_25ms": after["over_25ms"] - before["over_25ms"], "samples": after["samples"] - before["samples"]}
+                for before, after in zip(lag_before, lag_after, strict=True)]
     res = {"date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10], "machine": machine_info(),
-           "topics": args.topics, "registrations": args.registrations, "workers": args.workers,
+           "topics": args.topics, "registrations": args.registrations, "workers": args.workers, "rate": args.rate,
            "body_bytes": len(bodies[0]),
            "redis_longest_ms": longest["duration"] / 1000 if longest else 0.0,
            "redis_longest_command": (longest["command"].decode(errors="replace")[:60] if longest else ""),
            "redis_commands_over_20ms": sum(1 for e in slow if e["duration"] > 20_000),
-           "duration_s": duration, "registration_s": took, "quiet": quiet, "busy": busy,
-           "lag_quiet": lag_before, "lag_during_registrations": {
-               "max_ms": lag_after["max_ms"], "over_50ms": lag_after["over_50ms"] - lag_before["over_50ms"],
-               "over_25ms": lag_after["over_25ms"] - lag_before["over_25ms"],
-               "samples": lag_after["samples"] - lag_before["samples"]}}
+           "redis_commands_over_1ms": len(slow),
+           "duration_s": duration, "registration_s": took,
+           "quiet": [quiet[u] for u in urls], "busy": [busy[u] for u in urls],
+           "lag_quiet": lag_before, "lag_during_registrations": lag_busy}
+    rows = []
+    for i, u in enumerate(urls):
+        for phase, run, lag_row in (("quiet", quiet, None), ("during registrations", busy, lag_busy[i])):
+            r = run[u]
+            late = f"{lag_row['over_50ms']:.0f} of {lag_row['samples']:.0f}" if lag_row else "—"
+            loop = f"{lag_row['max_ms']:.1f}" if lag_row else f"{lag_before[i]['max_ms']:.1f} (since start)"
+            rows.append(f"| {i} | {phase} | {r['reads']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} | "
+                        f"{r['non200']} | {loop} | {late} |")
     table = "\n".join([
         f"Measured {res['date']} on {res['machine']['summary']}, git {res['git_sha']}, {args.workers} workers: "
-        f"{args.registrations} changed re-registrations of one broker of {args.topics} topics "
+        f"{args.registrations} changed re-registrations of one broker of {args.topics} topics through worker 0 "
         f"({len(bodies[0]) / 1e6:.1f} MB JSON each, {', '.join(f'{t:.1f} s' for t in took)}) during {duration} s "
-        f"of route reads. Longest Redis command during them: {res['redis_longest_ms']:.1f} ms "
-        f"({res['redis_longest_command'].split(' ')[0]}); commands over 20 ms: {res['redis_commands_over_20ms']}.",
+        f"of route reads at {args.rate}/s per worker. Longest Redis command during them: "
+        f"{res['redis_longest_ms']:.1f} ms ({res['redis_longest_command'].split(' ')[0] or 'none over 1 ms'}); "
+        f"commands over 20 ms: {res['redis_commands_over_20ms']}, over 1 ms: {len(slow)}.",
         "",
-        "| route reads (wrk, 32 conns) | req/s | p50 ms | p99 ms | max ms | non-2xx | loop lag max ms "
-        "| timers late > 50 ms |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| quiet | {quiet['rps']:.0f} | {quiet.get('p50_ms', 0):.2f} | {quiet.get('p99_ms', 0):.2f} | "
-        f"{quiet['max_ms']} | {quiet['non2xx']} | {lag_before['max_ms']:.1f} (since start) | — |",
-        f"| during registrations | {busy['rps']:.0f} | {busy.get('p50_ms', 0):.2f} | {busy.get('p99_ms', 0):.2f} | "
-        f"{busy['max_ms']} | {busy['non2xx']} | {lag_after['max_ms']:.1f} | "
-        f"{res['lag_during_registrations']['over_50ms']:.0f} of {res['lag_during_registrations']['samples']:.0f} |",
+        "| worker | route reads | reads | p50 ms | p99 ms | max ms | non-200 | loop lag max ms | timers late > 50 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
     ]) + "\n"
     write_results(Path(args.out), "stall", res, table, args.tiny)
     return 0

@@ -58,7 +58,7 @@ if walk then
 end
 if regid == "" then return { 2, changed } end
 
-rcall("DEL", base .. "rs:" .. regid)
+rcall("UNLINK", base .. "rs:" .. regid)  -- freed in the background: it may hold 100 000 names
 rcall("HDEL", kb, "rg")
 local f = rcall("HMGET", kl, "rtk", "timeout")
 rcall("HDEL", kl, "rg", "rtk")
