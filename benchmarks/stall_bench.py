@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--rate", type=int, default=200, help="route reads a second per worker")
     p.add_argument("--duration", type=int, default=0, help="seconds per probe run (default: long enough)")
+    p.add_argument("--chunk-topics", type=int, default=0,
+                   help="the workers' NAMESRV_REGISTRATION_CHUNK_TOPICS (0: their default; 1000000: never chunked, "
+                        "the baseline)")
     p.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test (2 000 topics)")
     p.add_argument("--out", default=str(ROOT / "results"))
     args = p.parse_args(argv)
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         bodies = [big_body(0, args.topics, v) for v in range(args.registrations + 1)]
         urls = []
         for _ in range(args.workers):
-            proc, url = namesrv(server.url, 1)
+            proc, url = namesrv(server.url, 1, registration_chunk_topics=args.chunk_topics)
             procs.append(proc)
             urls.append(url)
         took: list[float] = []
@@ -189,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 for before, after in zip(lag_before, lag_after, strict=True)]
     res = {"date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10], "machine": machine_info(),
            "topics": args.topics, "registrations": args.registrations, "workers": args.workers, "rate": args.rate,
+           "chunk_topics": args.chunk_topics or "default",
            "body_bytes": len(bodies[0]),
            "redis_longest_ms": longest["duration"] / 1000 if longest else 0.0,
            "redis_longest_command": (longest["command"].decode(errors="replace")[:60] if longest else ""),
@@ -209,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Measured {res['date']} on {res['machine']['summary']}, git {res['git_sha']}, {args.workers} workers: "
         f"{args.registrations} changed re-registrations of one broker of {args.topics} topics through worker 0 "
         f"({len(bodies[0]) / 1e6:.1f} MB JSON each, {', '.join(f'{t:.1f} s' for t in took)}) during {duration} s "
-        f"of route reads at {args.rate}/s per worker. Longest Redis command during them: "
+        f"of route reads at {args.rate}/s per worker; registrations in steps of "
+        f"{args.chunk_topics or 'the default'} topics. Longest Redis command during them: "
         f"{res['redis_longest_ms']:.1f} ms ({res['redis_longest_command'].split(' ')[0] or 'none over 1 ms'}); "
         f"commands over 20 ms: {res['redis_commands_over_20ms']}, over 1 ms: {len(slow)}.",
         "",
