@@ -102,7 +102,7 @@ class Settings:
                                                    "unregister, expiry) however many topics it carries",
                                            minimum=100, maximum=600_000)
     registration_chunk_topics: int = _setting(0, "a registration with more topics than this is applied in steps "
-                                                 "of this many, so no Redis call lasts long (0 = 2 000 with "
+                                                 "of this many, so no Redis call lasts long (0 = 1 000 with "
                                                  "Redis, 200 embedded)", minimum=0, maximum=1_000_000)
     redis_sentinels: str = _setting("", "Sentinel mode: host:port,host:port of the sentinels (instead of "
                                         "redis_url)")

@@ -33,9 +33,10 @@ EMBEDDED_WARNING = (
 )
 POOL_SIZE = 256  # per worker (and per cluster node): a burst beyond it waits (single) or gets 503 (cluster)
 BULK_POOL_SIZE = 32
-# Topics per step of a large registration (service/store/chunked.py): about 8 ms of Redis time per step on the
-# machine of benchmarks/README.md; fakeredis runs Lua some 30x slower, on the event loop itself.
-REDIS_CHUNK = 2000
+# Topics per step of a large registration (service/store/chunked.py): 3–7 ms of Redis time per step of new
+# topics on the machine of benchmarks/README.md (python -m benchmarks.chunk_steps); fakeredis runs Lua some 30x
+# slower, on the event loop itself.
+REDIS_CHUNK = 1000
 EMBEDDED_CHUNK = 200
 
 Client = aioredis.Redis | RedisCluster
