@@ -222,5 +222,7 @@ class WatchStats:
                                   value=f.opened if f is not None else 0)
         yield CounterMetricFamily("namesrv_watch_refused", "long-polls and route streams refused (429: caps)",
                                   value=f.refused if f is not None else 0)
+        yield CounterMetricFamily("namesrv_watch_dropped", "route streams closed because their client did not "
+                                  "read (a full write buffer)", value=f.dropped if f is not None else 0)
         yield CounterMetricFamily("namesrv_watch_events", "route changes sent to watchers (stream events, "
                                   "long-polls answered with a change)", value=f.events if f is not None else 0)

@@ -1,22 +1,33 @@
 """Long-polls and streams of one worker: who waits for which topics, woken by the route cache's change events.
 
-A `Watch` is registered before its first read, so a change that lands between a read and the wait still wakes
-it. The route cache calls `ChangeFeed.notify` with the topics an event names, or None for everything (a `*`
-event, a version gap, a resubscription, the staleness poll): the same events that keep every worker's cache
-fresh, whichever worker or door made the change, and expiry and dropped connections too. Nothing here polls
-Redis: a woken watch reads its topics again through the cache, where the watchers of one topic share one fetch.
+A `Watch` (a long-poll) is registered before its first read, so a change that lands between a read and the wait
+still wakes it. The route cache calls `ChangeFeed.notify` with the topics an event names, or None for everything
+(a `*` event, a version gap, a resubscription, the staleness poll): the same events that keep every worker's
+cache fresh, whichever worker or door made the change, and expiry and dropped connections too. Nothing here polls
+Redis: a woken long-poll reads its topic again through the cache.
+
+A `Stream` is not a task waiting to be woken: a change of a topic starts one fan-out for it, which reads the topic
+once (one event, encoded once) and writes it, synchronously, to the transport of every stream of that topic,
+each with its own id. A stream whose client does not read (its transport's buffer past a cap) is dropped rather
+than awaited, so one slow client never holds up the others; it resumes with Last-Event-ID like any reconnect.
+Keep-alives are written by one sweep per worker, in slices, so a round of them never blocks a change's fan-out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Generic, TypeVar
 
-from service.errors import TooManyWatchers, Unavailable
+from service.errors import NamesrvError, TooManyWatchers, Unavailable
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+STREAM_BUFFER_MAX = 2 * 1024 * 1024  # bytes a stream's transport may hold unsent before its client is dropped
+KEEPALIVE_SLICE = 500  # streams given a keep-alive per event-loop turn (a change's fan-out runs in between)
 
 
 class Watch:
@@ -42,16 +53,116 @@ class Watch:
         return [t for t in self.topics if t in dirty]
 
 
+class Stream:
+    """One stream: its topics, the tags its client holds, and the connection the feed writes its events to.
+
+    The door subclasses it for its wire format (`render`); the feed calls `offer` from a fan-out or the stream's
+    first reads, never awaiting: an event is written to the transport's buffer at once or the stream is dropped.
+    `ended` is set when the stream is over (`reason`: "shutdown", "dropped", "gone", "error")."""
+
+    __slots__ = ("topics", "client", "sent", "read_at", "seq", "transport", "chunked", "last_write", "ended",
+                 "reason", "feed")
+
+    def __init__(self, topics: Iterable[str], client: str) -> None:
+        self.topics = tuple(dict.fromkeys(topics))
+        self.client = client
+        self.sent: dict[str, str] = {}  # topic -> the tag its client holds (from Last-Event-ID, then each event)
+        self.read_at: dict[str, int] = {}  # topic -> ChangeFeed.changes when the read it holds started
+        self.seq = 0
+        self.transport: asyncio.WriteTransport | None = None  # None until the door's headers went out
+        self.chunked = False
+        self.last_write = 0.0
+        self.ended = asyncio.Event()
+        self.reason = ""
+        self.feed: ChangeFeed | None = None
+
+    def render(self, topic: str, seen: Seen[bytes]) -> bytes:
+        """The event for `topic` in this stream (called after `seq` and `sent` were updated)."""
+        raise NotImplementedError
+
+    def render_error(self, err: NamesrvError) -> bytes:
+        """The event telling the client why the stream ends."""
+        raise NotImplementedError
+
+    def attach(self, transport: asyncio.WriteTransport | None, chunked: bool) -> None:
+        """Events may be written now (the response's headers went out): until then a fan-out skips the stream,
+        and the stream's first reads, which start after this, see what it skipped."""
+        if transport is None:
+            self.end("gone")
+            return
+        self.transport = transport
+        self.chunked = chunked
+        self.last_write = time.monotonic()
+
+    def offer(self, topic: str, seen: Seen[bytes], at: int) -> None:
+        """A read of `topic` that started when the feed had seen `at` changes: sent unless the client holds that
+        state already or a read that started later was offered first (a stream's states never go back)."""
+        if self.transport is None or self.reason:
+            return
+        if at < self.read_at.get(topic, -1):
+            return
+        self.read_at[topic] = at
+        if self.sent.get(topic) == seen.tag:
+            return
+        self.sent[topic] = seen.tag
+        self.seq += 1
+        if self.feed is not None:
+            self.feed.events += 1
+        self.write(self.render(topic, seen))
+
+    def write(self, data: bytes) -> None:
+        """Into the transport's buffer, framed as an HTTP chunk when the response is chunked. Past the buffer cap
+        the client is not reading: drop it (it resumes from its last complete event when it reconnects)."""
+        t = self.transport
+        if t is None or self.reason:
+            return
+        if t.is_closing():
+            self.end("gone")
+            return
+        t.write(b"%x\r\n%s\r\n" % (len(data), data) if self.chunked else data)
+        self.last_write = time.monotonic()
+        if t.get_write_buffer_size() > STREAM_BUFFER_MAX:
+            log.debug("route stream of %s dropped: %d bytes unsent", self.client, t.get_write_buffer_size())
+            if self.feed is not None:
+                self.feed.dropped += 1
+            t.abort()
+            self.end("dropped")
+
+    def fail(self, exc: Exception) -> None:
+        """A read for this stream failed (e.g. Redis unreachable): say why and end; the client resumes later."""
+        err = exc if isinstance(exc, NamesrvError) else NamesrvError("internal error reading a route")
+        self.write(self.render_error(err))
+        self.end("error")
+
+    def end(self, reason: str) -> None:
+        if self.reason:
+            return
+        self.reason = reason
+        self.ended.set()
+        if self.feed is not None:
+            self.feed.close(self)
+
+
 class ChangeFeed:
     """The watches of one worker, by topic; admission within the per-worker and per-client caps."""
 
     def __init__(self) -> None:
-        self._by_topic: dict[str, set[Watch]] = {}
-        self._watches: set[Watch] = set()
+        self._by_topic: dict[str, set[Watch]] = {}  # long-polls
+        self._streams_of: dict[str, dict[Stream, None]] = {}  # streams by topic, in the order they opened
+        self._streams: dict[Stream, None] = {}
+        self._watches: set[Watch | Stream] = set()
         self._per_client: collections.Counter[str] = collections.Counter()
+        self._read: Callable[[str], Awaitable[Seen[bytes]]] | None = None
+        self._stale: set[str] = set()  # topics whose streams need a fan-out (again)
+        self._fanouts: dict[str, asyncio.Task[None]] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+        self.keepalive: bytes = b""
+        self.keepalive_s = 15.0
         self.closing = False
+        self.changes = 0  # notifications so far: a read that starts at n has seen every change notified before
         self.opened = 0
         self.refused = 0
+        self.dropped = 0  # streams closed because their client did not read (STREAM_BUFFER_MAX)
         self.events = 0  # changes sent to watchers (stream events and long-polls answered with a change)
 
     def __len__(self) -> int:
@@ -60,7 +171,7 @@ class ChangeFeed:
     def clients(self) -> int:
         return len(self._per_client)
 
-    def open(self, topics: Iterable[str], client: str, max_per_worker: int, max_per_client: int) -> Watch:
+    def _admit(self, client: str, max_per_worker: int, max_per_client: int) -> None:
         if self.closing:
             raise Unavailable("this worker is shutting down; watch through another one")
         if len(self._watches) >= max_per_worker:
@@ -71,21 +182,53 @@ class ChangeFeed:
             self.refused += 1
             raise TooManyWatchers(f"client {client} already has {max_per_client} watchers on this worker "
                                   "(NAMESRV_WATCH_MAX_PER_CLIENT)", limit=max_per_client)
+        self._per_client[client] += 1
+        self.opened += 1
+
+    def open(self, topics: Iterable[str], client: str, max_per_worker: int, max_per_client: int) -> Watch:
+        """A long-poll's watch (see `long_poll`)."""
+        self._admit(client, max_per_worker, max_per_client)
         w = Watch(tuple(dict.fromkeys(topics)), client)
         self._watches.add(w)
-        self._per_client[client] += 1
         for t in w.topics:
             self._by_topic.setdefault(t, set()).add(w)
-        self.opened += 1
         return w
 
-    def close(self, w: Watch) -> None:
+    def open_stream(self, stream: Stream, max_per_worker: int, max_per_client: int,
+                    read: Callable[[str], Awaitable[Seen[bytes]]], keepalive: bytes, keepalive_s: float) -> Stream:
+        """Register a stream before its first read (so no change is missed). `read(topic)`: the door's event body
+        for a topic and its tag, read once per change for all streams; `keepalive`: what an idle stream is sent
+        every `keepalive_s`. The door then attaches the stream's transport and offers it its first reads."""
+        self._admit(stream.client, max_per_worker, max_per_client)
+        self._read, self.keepalive, self.keepalive_s = read, keepalive, keepalive_s
+        stream.feed = self
+        self._watches.add(stream)
+        self._streams[stream] = None
+        for t in stream.topics:
+            self._streams_of.setdefault(t, {})[stream] = None
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="route-stream-keepalive")
+        return stream
+
+    def close(self, w: Watch | Stream) -> None:
         if w not in self._watches:
             return
         self._watches.discard(w)
         self._per_client[w.client] -= 1
         if self._per_client[w.client] <= 0:
             del self._per_client[w.client]
+        if isinstance(w, Stream):
+            self._streams.pop(w, None)
+            for t in w.topics:
+                streams = self._streams_of.get(t)
+                if streams is not None:
+                    streams.pop(w, None)
+                    if not streams:
+                        del self._streams_of[t]
+            if not self._streams and self._sweeper is not None:
+                self._sweeper.cancel()
+                self._sweeper = None
+            return
         for t in w.topics:
             s = self._by_topic.get(t)
             if s is not None:
@@ -94,30 +237,81 @@ class ChangeFeed:
                     del self._by_topic[t]
 
     def notify(self, topics: list[str] | None) -> None:
-        """Topics changed (None: possibly any): wake their watches."""
+        """Topics changed (None: possibly any): wake their long-polls, fan the change out to their streams."""
         if not self._watches:
             return
+        self.changes += 1
+        by_topic, streams_of = self._by_topic, self._streams_of
         if topics is None:
             for w in self._watches:
-                w.everything = True
-                w.wake.set()
+                if isinstance(w, Watch):
+                    w.everything = True
+                    w.wake.set()
+            self._fan_out(list(streams_of))
             return
-        by_topic = self._by_topic
-        if len(topics) > len(by_topic):  # a big broker's event: walk the (fewer) watched topics instead
+        if len(topics) > len(by_topic) + len(streams_of):  # a big broker's event: walk the watched topics
             named = set(topics)
             hit = [t for t in by_topic if t in named]
+            fan = [t for t in streams_of if t in named]
         else:
             hit = [t for t in topics if t in by_topic]
+            fan = [t for t in topics if t in streams_of]
         for t in hit:
             for w in by_topic[t]:
                 w.dirty.add(t)
                 w.wake.set()
+        if fan:
+            self._fan_out(fan)
+
+    def _fan_out(self, topics: list[str]) -> None:
+        if not topics:
+            return
+        self._stale.update(topics)
+        loop = asyncio.get_running_loop()
+        for t in topics:
+            if t not in self._fanouts:
+                self._fanouts[t] = loop.create_task(self._fan_out_topic(t))
+
+    async def _fan_out_topic(self, topic: str) -> None:
+        """Read `topic` once and offer the result to each of its streams; again while changes keep coming."""
+        try:
+            while topic in self._stale and self._read is not None and not self.closing:
+                self._stale.discard(topic)
+                if topic not in self._streams_of:
+                    return
+                at = self.changes
+                try:
+                    seen = await self._read(topic)
+                except Exception as exc:  # e.g. Redis unreachable: each stream says why and ends
+                    if not isinstance(exc, NamesrvError):
+                        log.exception("route stream read of %s failed", topic)
+                    for s in list(self._streams_of.get(topic, ())):
+                        s.fail(exc)
+                    continue
+                for s in list(self._streams_of.get(topic, ())):  # a copy: a write may end (close) a stream
+                    s.offer(topic, seen, at)
+        finally:
+            self._fanouts.pop(topic, None)
+
+    async def _sweep(self) -> None:
+        """Keep-alives: every quarter of `keepalive_s`, to each stream idle that long, a slice per loop turn."""
+        while True:
+            await asyncio.sleep(self.keepalive_s / 4)
+            due = time.monotonic() - self.keepalive_s
+            idle = [s for s in self._streams if s.last_write <= due and s.transport is not None]
+            for i, s in enumerate(idle, 1):
+                s.write(self.keepalive)
+                if i % KEEPALIVE_SLICE == 0:
+                    await asyncio.sleep(0)
 
     def shutdown(self) -> None:
         """SIGTERM: refuse new watches and end every open one now (their clients reconnect elsewhere)."""
         self.closing = True
-        for w in self._watches:
-            w.wake.set()
+        for w in list(self._watches):
+            if isinstance(w, Stream):
+                w.end("shutdown")
+            else:
+                w.wake.set()
 
 
 class Seen(Generic[T]):
@@ -154,32 +348,4 @@ async def long_poll(feed: ChangeFeed, watch: Watch, read: Callable[[], Awaitable
             return seen, False
 
 
-async def stream(feed: ChangeFeed, watch: Watch, read: Callable[[str], Awaitable[Seen[T]]],
-                 sent: dict[str, str], keepalive_s: float) -> AsyncIterator[tuple[str, Seen[T]] | None]:
-    """(topic, state) for every watched topic whose tag differs from `sent` (the tags the client holds, updated
-    here), then for each change as it happens; None when nothing happened for `keepalive_s` (send a keep-alive).
-    Ends when the worker shuts down. A change during a read or a send wakes the watch again, so none is lost;
-    changes that land together are read once (the client gets the latest state, never an older one)."""
-    pending = list(watch.topics)
-    watch.take()
-    while True:
-        for topic in pending:
-            seen = await read(topic)
-            if sent.get(topic) != seen.tag:
-                sent[topic] = seen.tag
-                feed.events += 1
-                yield topic, seen
-        while not watch.wake.is_set():
-            if feed.closing:
-                return
-            try:
-                async with asyncio.timeout(keepalive_s):
-                    await watch.wake.wait()
-            except TimeoutError:
-                yield None
-        if feed.closing:
-            return
-        pending = watch.take()
-
-
-__all__ = ["ChangeFeed", "Seen", "Watch", "long_poll", "stream"]
+__all__ = ["ChangeFeed", "Seen", "Stream", "Watch", "long_poll"]

@@ -5,6 +5,7 @@ watcher caps (429) and the route stream's events, resume and shutdown."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import orjson
@@ -240,6 +241,58 @@ async def test_last_event_id_resumes_with_what_changed_only(client):
     fresh = await client.get("/v1/watch?topics=TopicA,TopicB", headers={"Last-Event-ID": "garbage"})
     assert len(await read_events(fresh, 2)) == 2  # a mangled id resumes nothing: everything again
     fresh.close()
+
+
+async def test_streams_of_a_topic_get_the_identical_event(client):
+    await register(client, 8)
+    a = await client.get("/v1/watch?topics=TopicA")
+    b = await client.get("/v1/watch?topics=TopicA")
+    first = await read_events(a, 1)
+    assert await read_events(b, 1) == first
+    resumed = await client.get("/v1/watch?topics=TopicA", headers={"Last-Event-ID": "41:old"})
+    assert (await read_events(resumed, 1))[0]["id"] == "42:" + first[0]["data"]["etag"].strip('"')
+    await register(client, 4)
+    changed = await read_events(a, 1)
+    assert changed[0]["id"].startswith("2:") and changed[0]["data"]["route"]["queueDatas"][0]["readQueueNums"] == 4
+    assert await read_events(b, 1) == changed
+    other = (await read_events(resumed, 1))[0]
+    assert other["data"] == changed[0]["data"] and other["id"] == "43:" + changed[0]["id"].split(":")[1]
+    for resp in (a, b, resumed):
+        resp.close()
+
+
+async def test_a_client_that_does_not_read_is_dropped_and_the_others_go_on(client, monkeypatch):
+    monkeypatch.setattr("service.core.watch.STREAM_BUFFER_MAX", 0)  # dropped as soon as the kernel takes no more
+    names = [f"T{i}" for i in range(60)]
+    await register(client, 8, *names)
+    fast = await client.get("/v1/watch?topics=T0")
+    await read_events(fast, 1)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (client.server.host, client.server.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(f"GET /v1/watch?topics={','.join(names)} HTTP/1.1\r\nHost: t\r\n\r\n".encode())  # never read
+    feed = client.app[NS].routes.feed
+    await until(lambda: watchers(client) == 2, "the slow stream to open")
+    slow = next(s for s in feed._streams if len(s.topics) == len(names))
+    slow.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    for queues in [4, 8] * 10:
+        await register(client, queues, *names)
+        event = (await read_events(fast, 1))[0]  # every change reaches the reading client, whatever the other does
+        assert event["data"]["route"]["queueDatas"][0]["readQueueNums"] == queues
+        if feed.dropped:
+            break
+    assert feed.dropped == 1 and watchers(client) == 1
+    assert "namesrv_watch_dropped_total 1.0" in await (await client.get("/metrics")).text()
+    async with asyncio.timeout(5):  # the dropped client's connection is closed (it resumes with Last-Event-ID)
+        try:
+            while await reader.read(65536):
+                pass
+        except ConnectionResetError:
+            pass
+    writer.close()
+    fast.close()
 
 
 async def _changed(resp, old_tag: str) -> bool:
