@@ -40,11 +40,22 @@ ROOT = Path(__file__).resolve().parent
 
 
 def big_body(i: int, topics: int, variant: int = 0) -> bytes:
-    """Broker big-<i>'s registration; each variant has other queue counts for every topic (all changed)."""
+    """Broker big-<i>'s registration; each variant has other queue counts for every topic (all changed) and its own
+    data version."""
     q = 8 if variant % 2 == 0 else 4
     table = {f"Big{i}-Topic-{t:06d}": {"readQueueNums": q, "writeQueueNums": q, "perm": 6} for t in range(topics)}
     return orjson.dumps({"clusterName": "StallCluster", "brokerName": f"big-{i}", "brokerId": 0,
-                         "brokerAddr": f"10.9.0.{i}:10911", "topicConfigTable": table})
+                         "brokerAddr": f"10.9.0.{i}:10911", "topicConfigTable": table,
+                         # a new data version, as a broker whose topics changed sends (the same one would let the
+                         # NameServer skip every topic already registered, as Java does)
+                         "dataVersion": {"timestamp": 1, "counter": variant}})
+
+
+def seed_body(b: int) -> bytes:
+    """One of the two brokers serving the 1 000 small topics T0..T999 (embedded mode: no Redis to seed)."""
+    table = {f"T{t}": {"readQueueNums": 8, "writeQueueNums": 8, "perm": 6} for t in range(1000)}
+    return orjson.dumps({"clusterName": "BenchCluster", "brokerName": f"bench-{b}", "brokerId": 0,
+                         "brokerAddr": f"10.1.0.{b}:10911", "topicConfigTable": table})
 
 
 def register_all(url: str, bodies: list[bytes], out: list[float]) -> None:
@@ -146,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk-topics", type=int, default=0,
                    help="the workers' NAMESRV_REGISTRATION_CHUNK_TOPICS (0: their default; 1000000: never chunked, "
                         "the baseline)")
+    p.add_argument("--embedded", action="store_true",
+                   help="one worker in embedded mode (no Redis: fakeredis on the worker's own event loop)")
     p.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test (2 000 topics)")
     p.add_argument("--out", default=str(ROOT / "results"))
     args = p.parse_args(argv)
@@ -153,19 +166,26 @@ def main(argv: list[str] | None = None) -> int:
         args.topics, args.registrations = 2_000, 1
     import redis
 
-    server = RedisServer().start()
+    if args.embedded:
+        args.workers = 1
+    server = None if args.embedded else RedisServer().start()
     procs: list = []
+    slow: list = []
     try:
-        asyncio.run(seed(server.url, 1000))
-        admin = redis.Redis.from_url(server.url)
-        admin.config_set("slowlog-log-slower-than", 1000)  # µs: every command over 1 ms
-        admin.config_set("slowlog-max-len", 10_000)
         bodies = [big_body(0, args.topics, v) for v in range(args.registrations + 1)]
+        admin = None
+        if server is not None:
+            asyncio.run(seed(server.url, 1000))
+            admin = redis.Redis.from_url(server.url)
+            admin.config_set("slowlog-log-slower-than", 1000)  # µs: every command over 1 ms
+            admin.config_set("slowlog-max-len", 10_000)
         urls = []
         for _ in range(args.workers):
-            proc, url = namesrv(server.url, 1, registration_chunk_topics=args.chunk_topics)
+            proc, url = namesrv(server.url if server else "", 1, registration_chunk_topics=args.chunk_topics)
             procs.append(proc)
             urls.append(url)
+        if server is None:  # the small topics, through the worker itself
+            register_all(urls[0], [seed_body(b) for b in range(2)], [])
         took: list[float] = []
         t0 = time.perf_counter()
         register_all(urls[0], bodies[:1], took)  # sizes the run; the first starts the parser process
@@ -174,17 +194,20 @@ def main(argv: list[str] | None = None) -> int:
         quiet = read_run(urls, args.topics, args.rate, duration)
         lag_before = [lag(u) for u in urls]
         took.clear()
-        admin.slowlog_reset()
+        if admin is not None:
+            admin.slowlog_reset()
         busy = read_run(urls, args.topics, args.rate, duration,
                         during=lambda: register_all(urls[0], bodies[1:], took))  # each one changes all
         lag_after = [lag(u) for u in urls]
-        slow = admin.slowlog_get(10_000)
+        if admin is not None:
+            slow = admin.slowlog_get(10_000)
+            admin.close()
         longest = max(slow, key=lambda e: e["duration"]) if slow else None
-        admin.close()
     finally:
         for proc in procs:
             stop(proc)
-        server.cleanup()
+        if server is not None:
+            server.cleanup()
     if len(took) != args.registrations:
         raise RuntimeError(f"{len(took)} of {args.registrations} registrations completed during the busy run")
     lag_busy = [{"max_ms": after["max_ms"], "over_50ms": after["over_50ms"] - before["over_50ms"],
@@ -192,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 for before, after in zip(lag_before, lag_after, strict=True)]
     res = {"date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10], "machine": machine_info(),
            "topics": args.topics, "registrations": args.registrations, "workers": args.workers, "rate": args.rate,
+           "embedded": args.embedded,
            "chunk_topics": args.chunk_topics or "default",
            "body_bytes": len(bodies[0]),
            "redis_longest_ms": longest["duration"] / 1000 if longest else 0.0,
@@ -214,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.registrations} changed re-registrations of one broker of {args.topics} topics through worker 0 "
         f"({len(bodies[0]) / 1e6:.1f} MB JSON each, {', '.join(f'{t:.1f} s' for t in took)}) during {duration} s "
         f"of route reads at {args.rate}/s per worker; registrations in steps of "
-        f"{args.chunk_topics or 'the default'} topics. Longest Redis command during them: "
+        f"{args.chunk_topics or 'the default'} topics{' (embedded mode)' if args.embedded else ''}. "
+        f"Longest Redis command during them: "
         f"{res['redis_longest_ms']:.1f} ms ({res['redis_longest_command'].split(' ')[0] or 'none over 1 ms'}); "
         f"commands over 20 ms: {res['redis_commands_over_20ms']}, over 1 ms: {len(slow)}.",
         "",
@@ -222,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]) + "\n"
-    write_results(Path(args.out), "stall", res, table, args.tiny)
+    write_results(Path(args.out), "stall-embedded" if args.embedded else "stall", res, table, args.tiny)
     return 0
 
 
