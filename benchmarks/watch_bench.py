@@ -1,11 +1,12 @@
 """Route streams at scale: change-to-client latency with many watchers on one worker, and what they cost idle.
 
-    python -m benchmarks.watch_bench [--watchers 10000] [--topics 10] [--changes 40] [--idle 20] [--tiny]
-                                     [--out benchmarks/results]
+    python -m benchmarks.watch_bench [--watchers 10000] [--topics 10] [--changes 40] [--gap 0.05] [--clients 1]
+                                     [--idle 20] [--tiny] [--out benchmarks/results]
 
 Starts its own redis-server and two `namesrv serve` processes on it, A and B (one worker each). Opens
-`--watchers` Server-Sent Event streams (`GET /v1/watch?topics=W<i>`, topics round-robin) on B from this process
-(raw asyncio connections, HTTP/1.0), then measures, with every stream open and its first event received:
+`--watchers` Server-Sent Event streams (`GET /v1/watch?topics=W<i>`, topics round-robin) on B from `--clients`
+client processes of its own (raw asyncio connections, HTTP/1.0; so reading the streams does not compete with
+this process's timing of the changes), then measures, with every stream open and its first event received:
 
 - idle: B's CPU (user + system, /proc) over `--idle` seconds with keep-alive comments every 5 s, and B's resident
   memory before the streams were opened and with them (per watcher: the difference over the count);
@@ -13,7 +14,9 @@ Starts its own redis-server and two `namesrv serve` processes on it, A and B (on
   each time); for every watcher of that topic, the time from just before A was sent the registration to the
   event arriving at the watcher (so it includes A's request, the Lua script, pub/sub to B, B's read and every
   write to the watchers of that topic). p50/p99 over all of them. DESIGN §9: p99 within 50 ms at 10 000 watchers.
-The benchmark process shares the machine's cores with Redis and both workers (the watchers' reads included).
+  Arrival times are taken in the client processes on CLOCK_MONOTONIC, the clock this process sent the change on.
+  Also B's CPU time per change (its fan-out, the keep-alives that fell in the changes' time).
+Everything shares the machine's cores: Redis, A, B and the client processes (reading every stream).
 """
 
 from __future__ import annotations
@@ -63,12 +66,12 @@ def register(url: str, topics: int, queues: dict[int, int], counter: int) -> Non
 
 
 class Watcher(asyncio.Protocol):
-    """One stream: counts its route events and tells the bench when one arrives."""
+    """One stream: counts its route events and tells its client process when one arrives."""
 
-    def __init__(self, topic: int, port: int, bench: Bench) -> None:
+    def __init__(self, topic: int, port: int, client: Client) -> None:
         self.topic = topic
         self.request = (f"GET /v1/watch?topics=W{topic} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").encode()
-        self.bench = bench
+        self.client = client
         self.events = 0
         self.status = 0
         self.tail = b""
@@ -79,63 +82,91 @@ class Watcher(asyncio.Protocol):
         self.transport.write(self.request)
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter()
+        now = time.monotonic()  # CLOCK_MONOTONIC: the same clock in the bench's process, which sent the change
         if not self.status and data.startswith(b"HTTP/1."):
             self.status = int(data[9:12])
         text = self.tail + data
         n = text.count(b"\nevent: route\n")
         self.tail = text[-16:]
-        if n:
-            self.events += n
-            self.bench.arrived(self, now)
+        for _ in range(n):
+            self.events += 1
+            self.client.arrived(self, now)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.bench.lost += 1
+        self.client.lost += 1
 
 
-class Bench:
-    def __init__(self) -> None:
+class Client:
+    """A client process's watchers: reports when all have their first event, then when all watchers of a topic
+    have its next change (`done <topic> <n>`), and at the end every arrival time."""
+
+    def __init__(self, topics: int) -> None:
         self.lost = 0
         self.first = 0
-        self.all_first = asyncio.Event()
-        self.expected = 0
-        self.topic = -1
-        self.t0 = 0.0
-        self.got = 0
-        self.done = asyncio.Event()
-        self.latencies: list[float] = []
         self.watchers: list[Watcher] = []
+        self.per_topic = [0] * topics
+        self.got: dict[tuple[int, int], list[float]] = {}  # (topic, n-th change of it) -> arrival times
+        self.all_first = asyncio.Event()
 
     def arrived(self, w: Watcher, now: float) -> None:
         if w.events == 1:
             self.first += 1
             if self.first == len(self.watchers):
                 self.all_first.set()
-        elif w.topic == self.topic:
-            self.latencies.append((now - self.t0) * 1000)
-            self.got += 1
-            if self.got == self.expected:
-                self.done.set()
+            return
+        key = (w.topic, w.events - 1)
+        times = self.got.setdefault(key, [])
+        times.append(now)
+        if len(times) == self.per_topic[w.topic]:
+            sys.stdout.write(f"done {key[0]} {key[1]}\n")
+            sys.stdout.flush()
 
 
-async def open_watchers(bench: Bench, port: int, n: int, topics: int) -> None:
+async def client_main(port: int, indices: range, topics: int) -> None:
+    """A client process: open the streams `indices` (topic = index mod topics), then follow the bench's lines."""
+    client = Client(topics)
     loop = asyncio.get_running_loop()
-    for start in range(0, n, 500):
-        ws = [Watcher(i % topics, port, bench) for i in range(start, min(n, start + 500))]
-        bench.watchers += ws
-        await asyncio.gather(*(loop.create_connection(lambda w=w: w, "127.0.0.1", port) for w in ws))
+    ws = [Watcher(i % topics, port, client) for i in indices]
+    client.watchers = ws
+    for w in ws:
+        client.per_topic[w.topic] += 1
+    for start in range(0, len(ws), 500):
+        await asyncio.gather(*(loop.create_connection(lambda w=w: w, "127.0.0.1", port) for w in ws[start:start + 500]))
+    async with asyncio.timeout(120):
+        await client.all_first.wait()
+    refused = sum(1 for w in ws if w.status != 200)
+    print(orjson.dumps({"ready": len(ws), "refused": refused, "per_topic": client.per_topic}).decode(), flush=True)
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    await reader.readline()  # "report": the changes are over
+    print(orjson.dumps({"arrivals": [[t, n, times] for (t, n), times in client.got.items()],
+                        "lost": client.lost}).decode(), flush=True)  # lost: streams B closed during the run
+    for w in ws:
+        if w.transport is not None:
+            w.transport.close()
+
+
+async def spawn_clients(args: argparse.Namespace, port: int) -> list[asyncio.subprocess.Process]:
+    procs = []
+    for c in range(args.clients):
+        procs.append(await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmarks.watch_bench", "--client-of", str(port), "--topics", str(args.topics),
+            "--watchers", str(args.watchers), "--client-index", f"{c}/{args.clients}",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 28, cwd=ROOT.parent))
+    return procs
 
 
 async def run(args: argparse.Namespace, url_a: str, url_b: str, pid_b: int) -> dict:
-    bench = Bench()
     port_b = int(url_b.rsplit(":", 1)[1])
     rss_before = rss_bytes(pid_b)
     t_open = time.perf_counter()
-    await open_watchers(bench, port_b, args.watchers, args.topics)
-    async with asyncio.timeout(120):
-        await bench.all_first.wait()
+    clients = await spawn_clients(args, port_b)
+    ready = []
+    async with asyncio.timeout(180):
+        for proc in clients:
+            ready.append(orjson.loads(await proc.stdout.readline()))  # type: ignore[union-attr]
     opened_s = time.perf_counter() - t_open
-    refused = sum(1 for w in bench.watchers if w.status != 200)
+    refused = sum(r["refused"] for r in ready)
     await asyncio.sleep(1)  # let the worker settle (buffers, the first keep-alive round starts)
     rss_with = rss_bytes(pid_b)
     cpu0, t0 = cpu_s(pid_b), time.perf_counter()
@@ -144,23 +175,35 @@ async def run(args: argparse.Namespace, url_a: str, url_b: str, pid_b: int) -> d
     rss_idle = rss_bytes(pid_b)
     queues = {t: 8 for t in range(args.topics)}
     loop = asyncio.get_running_loop()
-    per_topic = [sum(1 for w in bench.watchers if w.topic == t) for t in range(args.topics)]
+    per_topic = [sum(r["per_topic"][t] for r in ready) for t in range(args.topics)]
+    sent_at: dict[tuple[int, int], float] = {}
+    cpu_changes = cpu_s(pid_b)
     for i in range(args.changes):
-        t = i % args.topics
+        t, n = i % args.topics, i // args.topics + 1
         queues[t] = 4 if queues[t] == 8 else 8
-        bench.topic, bench.expected, bench.got = t, per_topic[t], 0
-        bench.done.clear()
-        bench.t0 = time.perf_counter()
+        waiting = [proc for proc, r in zip(clients, ready, strict=True) if r["per_topic"][t]]
+        sent_at[(t, n)] = time.monotonic()
         await loop.run_in_executor(None, register, url_a, args.topics, queues, 100 + i)
         async with asyncio.timeout(60):
-            await bench.done.wait()
-        await asyncio.sleep(0.05)
-    for w in bench.watchers:
-        if w.transport is not None:
-            w.transport.close()
-    return {"watchers": args.watchers, "refused": refused, "open_s": round(opened_s, 2),
-            "watchers_per_changed_topic": per_topic[0], "changes": args.changes,
-            "latency_ms": percentiles(bench.latencies), "latencies": len(bench.latencies),
+            for proc in waiting:
+                line = (await proc.stdout.readline()).decode().split()  # type: ignore[union-attr]
+                assert line == ["done", str(t), str(n)], line
+        await asyncio.sleep(args.gap)
+    cpu_changes = cpu_s(pid_b) - cpu_changes
+    latencies: list[float] = []
+    lost = 0
+    for proc in clients:
+        proc.stdin.write(b"report\n")  # type: ignore[union-attr]
+        report = orjson.loads(await proc.stdout.readline())  # type: ignore[union-attr]
+        lost += report["lost"]
+        for t, n, times in report["arrivals"]:
+            latencies += [(at - sent_at[(t, n)]) * 1000 for at in times]
+        await proc.wait()
+    assert len(latencies) == sum(per_topic[i % args.topics] for i in range(args.changes)), len(latencies)
+    return {"watchers": args.watchers, "clients": args.clients, "refused": refused, "open_s": round(opened_s, 2),
+            "watchers_per_changed_topic": per_topic[0], "changes": args.changes, "gap_s": args.gap,
+            "latency_ms": percentiles(latencies), "latencies": len(latencies), "lost": lost,
+            "cpu_of_b_per_change_ms": round(cpu_changes / args.changes * 1000, 2),
             "idle_s": args.idle, "idle_cpu_percent": round(idle_cpu * 100, 2),
             "rss_before_mb": round(rss_before / 1e6, 1), "rss_with_watchers_mb": round(rss_with / 1e6, 1),
             "rss_after_idle_mb": round(rss_idle / 1e6, 1),
@@ -172,16 +215,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--watchers", type=int, default=10_000)
     p.add_argument("--topics", type=int, default=10)
     p.add_argument("--changes", type=int, default=40)
+    p.add_argument("--gap", type=float, default=0.05, help="seconds between one change's last event and the next")
+    p.add_argument("--clients", type=int, default=1, help="client processes holding the streams")
     p.add_argument("--idle", type=float, default=20.0, help="seconds of idle CPU measurement")
     p.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test (50 watchers)")
     p.add_argument("--out", default=str(ROOT / "results"))
+    p.add_argument("--client-of", type=int, help=argparse.SUPPRESS)  # a client process: worker B's port
+    p.add_argument("--client-index", default="0/1", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.tiny:
         args.watchers, args.topics, args.changes, args.idle = 50, 2, 4, 0.5
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = args.watchers + 1000
-    if soft < need:  # the client's sockets here, the worker's there (it inherits the limit)
+    if soft < need:  # the clients' sockets, the worker's (both inherit the limit)
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(need, soft)), hard))
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    if args.client_of is not None:
+        c, k = (int(x) for x in args.client_index.split("/"))
+        runner(client_main(args.client_of, range(c, args.watchers, k), args.topics))
+        return 0
     server = RedisServer().start()
     procs = []
     try:
@@ -192,12 +249,6 @@ def main(argv: list[str] | None = None) -> int:
         proc_b, url_b = namesrv(server.url, 1, **env)
         procs.append(proc_b)
         register(url_a, args.topics, {t: 8 for t in range(args.topics)}, 1)
-        try:
-            import uvloop
-
-            runner = uvloop.run
-        except ImportError:
-            runner = asyncio.run
         res = runner(run(args, url_a, url_b, proc_b.pid))
     finally:
         for proc in procs:
@@ -208,13 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     lat = res["latency_ms"]
     table = "\n".join([
         f"Measured {res['date']} on {res['machine']['summary']}, git {res['git_sha']}: {args.watchers} route streams "
-        f"on worker B ({res['refused']} refused, opened in {res['open_s']} s), {args.topics} topics, "
-        f"{args.changes} changes through worker A, each reaching {res['watchers_per_changed_topic']} watchers.",
+        f"on worker B ({res['refused']} refused, opened in {res['open_s']} s) held by {args.clients} client "
+        f"process(es), {args.topics} topics, {args.changes} changes through worker A, each reaching "
+        f"{res['watchers_per_changed_topic']} watchers.",
         "",
-        "| watchers on B | change→client p50 ms | p99 ms | max ms | idle CPU of B | RSS before → with watchers "
-        "| per watcher |",
-        "|---|---|---|---|---|---|---|",
+        "| watchers on B | change→client p50 ms | p99 ms | max ms | CPU of B per change | idle CPU of B "
+        "| RSS before → with watchers | per watcher |",
+        "|---|---|---|---|---|---|---|---|",
         f"| {args.watchers} | {lat.get('p50', 0):.1f} | {lat.get('p99', 0):.1f} | {lat.get('max', 0):.1f} | "
+        f"{res['cpu_of_b_per_change_ms']:.1f} ms | "
         f"{res['idle_cpu_percent']:.1f} % of a core over {args.idle:g} s | {res['rss_before_mb']} → "
         f"{res['rss_with_watchers_mb']} MB | {res['bytes_per_watcher'] / 1024:.1f} KiB |",
     ]) + "\n"

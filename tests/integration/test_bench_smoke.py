@@ -200,9 +200,9 @@ def test_watch_bench_tiny(tmp_path):
     need("redis-server")
     from benchmarks import watch_bench
 
-    assert watch_bench.main(["--tiny", "--out", str(tmp_path)]) == 0
+    assert watch_bench.main(["--tiny", "--clients", "2", "--out", str(tmp_path)]) == 0
     res = orjson.loads((tmp_path / "watch-tiny.json").read_bytes())
-    assert res["watchers"] == 50 and res["refused"] == 0
+    assert res["watchers"] == 50 and res["refused"] == 0 and res["clients"] == 2 and res["lost"] == 0
     assert res["latencies"] == res["changes"] * res["watchers_per_changed_topic"] == 4 * 25
     assert res["latency_ms"]["p50"] > 0 and res["rss_with_watchers_mb"] > 0 and res["idle_cpu_percent"] >= 0
     table = (tmp_path / "watch-tiny.md").read_text()
