@@ -16,7 +16,7 @@
   Returns:
     {1, changedTopics}
     {0}  fenced: another registration of this broker began or ended since, or the address left it (unregister,
-         expiry, connection drop); nothing written
+         expiry, connection drop); nothing written but the removal of its own staged names
   Side effects:
     queue data of these topics for this broker, the topic set and the reverse index; publishes changed topics.
     Readers see the broker's topics arrive chunk by chunk: each topic's route is either as before or as registered.
@@ -30,6 +30,7 @@ local name, member, regid = ARGV[1], ARGV[2], ARGV[3]
 local check_each, wipe_write, stage = ARGV[4] == "1", ARGV[5] == "1", ARGV[6] == "1"
 if regid == "" or rcall("HGET", base .. "b:" .. name, "rg") ~= regid
     or rcall("HGET", base .. "l:" .. member, "rg") ~= regid then
+  if stage then rcall("UNLINK", base .. "rs:" .. regid) end  -- what it had staged is of no use now
   return { 0 }
 end
 

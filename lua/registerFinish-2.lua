@@ -19,7 +19,7 @@
     {1, nextCursor, changedTopics}  walk on: call again with the cursor
     {2, changedTopics}              done (recorded, when an id was given)
     {0}                             fenced: another registration of this broker began or ended since, or the
-                                    address left it; nothing written
+                                    address left it; nothing written but the removal of its own staged names
   Side effects:
     with an id, at the end: the live info's pending mark goes; the digest is recorded (as a full registration
     records it) only if no other change touched the broker's queue data since the registration began.
@@ -33,6 +33,7 @@ local name, member, regid = ARGV[1], ARGV[2], ARGV[3]
 local delete, publish, digest, walk = ARGV[6] == "1", ARGV[7] == "1", ARGV[8], ARGV[9] == "1"
 local kb, kl, kbt = base .. "b:" .. name, base .. "l:" .. member, base .. "bt:" .. name
 if regid ~= "" and (rcall("HGET", kb, "rg") ~= regid or rcall("HGET", kl, "rg") ~= regid) then
+  rcall("UNLINK", base .. "rs:" .. regid)  -- its own staged names, if any, are of no use now
   return { 0 }
 end
 

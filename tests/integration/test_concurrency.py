@@ -1,11 +1,12 @@
 """Several OS processes hammer one real Redis (one prefix) with random route operations at once.
 
-Each worker is a separate process (multiprocessing, spawn) with its own RouteStore and event loop, running
-register / heartbeat / unregister / expire / delete topic / register topic / wipe and add write perm / KV
-for a bounded time and op count. Liveness uses an explicit `now` on a shared clock (ms since a common start,
-sped up, with per-call jitter so workers disagree a little) and short timeouts, so expiry really fires while
-other workers re-register. Afterwards the structural invariants hold, and once every broker has fallen
-silent a far-future expiry leaves only the version counter, KV config, runtime config and snapshots.
+Each worker is a separate process (multiprocessing, spawn) with its own RouteStore and event loop (half of them
+apply registrations of more than two topics in steps), running register / heartbeat / unregister / expire /
+delete topic / register topic / wipe and add write perm / KV for a bounded time and op count. Liveness uses an
+explicit `now` on a shared clock (ms since a common start, sped up, with per-call jitter so workers disagree a
+little) and short timeouts, so expiry really fires while other workers re-register. Afterwards the structural
+invariants hold, and once every broker has fallen silent a far-future expiry leaves only the version counter, KV
+config, runtime config and snapshots.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from service.errors import BrokerNameConflict, BrokerNotFound
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore
 from service.store.keys import ORDER_TOPIC_CONFIG
+from service.store.routes import StoreLimits
 from tests.invariants import check_invariants, read_tables
 
 pytestmark = [pytest.mark.redis, pytest.mark.integration]
@@ -43,7 +45,8 @@ T_BASE = 1_700_000_000_000
 async def _work(url: str, prefix: str, seed: int, start_wall: float) -> dict[str, int]:
     rng = random.Random(seed)
     client = aioredis.Redis.from_url(url, decode_responses=True)
-    store = RouteStore(client, prefix=prefix)
+    # Half the workers apply every registration of more than 2 topics in steps (service/store/chunked.py).
+    store = RouteStore(client, prefix=prefix, limits=StoreLimits(chunk_topics=2 if seed % 2 else 0))
     await store.load_scripts()
     counts: Counter[str] = Counter()
     counter = 0
@@ -154,5 +157,57 @@ async def test_concurrent_workers_keep_the_tables_consistent(redis_server):
         assert stray == set(), stray
         assert {"ver", "kvns", "config", "kv:" + ORDER_TOPIC_CONFIG} <= left
         assert await store.topic_list() == [] and (await store.cluster_info()).cluster_addr_table == {}
+    finally:
+        await client.aclose()
+
+
+async def _register_until(url: str, prefix: str, seed: int, start_wall: float, seconds: float) -> int:
+    """Register broker `big` (one address) again and again from `start_wall` for `seconds`, each time with this
+    process's own queue count on every one of its 60 topics and a new data version, in steps of 7 topics."""
+    client = aioredis.Redis.from_url(url, decode_responses=True)
+    store = RouteStore(client, prefix=prefix, limits=StoreLimits(chunk_topics=7))
+    queues = seed + 1
+    topics = {f"T{i:02d}": TopicConfig(queues, queues, 6, 0) for i in range(60)}
+    await asyncio.sleep(max(0.0, start_wall - time.time()))  # all at once: their last registrations overlap
+    rounds = 0
+    try:
+        while time.time() < start_wall + seconds:
+            await store.register_broker(RegisterBroker("C", "big", 0, "10.0.0.1:10911", "", topics,
+                                                       DataVersion(seed, rounds, 0)),
+                                        delete_topic_with_broker_registration=True)
+            rounds += 1
+    finally:
+        await client.aclose()
+    return rounds
+
+
+def register_until(args: tuple[str, str, int, float, float]) -> int:
+    return asyncio.run(_register_until(*args))
+
+
+async def test_chunked_registrations_of_one_broker_from_several_processes_never_mix(redis_server):
+    """Three processes re-register one broker, each with its own queue count on every topic, in steps: chunks of
+    one interleave with the others' in Redis, but a registration that another began after is fenced off, so once
+    they are all done every topic carries the queue count of one and the same registration."""
+    prefix = "mix" + uuid.uuid4().hex[:8]
+    ctx = mp.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    start_wall = time.time() + 1.5  # once every process is up (spawn takes a moment)
+    with ctx.Pool(3) as pool:
+        pending = pool.map_async(register_until, [(redis_server.url, prefix, seed, start_wall, 2.0)
+                                                  for seed in range(3)])
+        rounds = await loop.run_in_executor(None, pending.get, 120)
+    assert min(rounds) > 10, rounds
+    client = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    try:
+        await check_invariants(client, prefix)
+        store = RouteStore(client, prefix=prefix)
+        counts = set()
+        for i in range(60):
+            route = await store.get_route(f"T{i:02d}")
+            counts |= {q.read_queue_nums for q in route.queue_datas}
+        assert len(counts) == 1, counts
+        left = {key async for key in client.scan_iter(match=store.keys.base + "rs:*")}
+        assert left == set()  # staged names of fenced registrations are gone with them
     finally:
         await client.aclose()
