@@ -27,7 +27,7 @@ from service.errors import NamesrvError, TooManyWatchers, Unavailable
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 STREAM_BUFFER_MAX = 2 * 1024 * 1024  # bytes a stream's transport may hold unsent before its client is dropped
-KEEPALIVE_SLICE = 500  # streams given a keep-alive per event-loop turn (a change's fan-out runs in between)
+KEEPALIVE_SLICE = 100  # streams given a keep-alive per event-loop turn (a change's fan-out runs in between)
 
 
 class Watch:
@@ -155,6 +155,7 @@ class ChangeFeed:
         self._read: Callable[[str], Awaitable[Seen[bytes]]] | None = None
         self._stale: set[str] = set()  # topics whose streams need a fan-out (again)
         self._fanouts: dict[str, asyncio.Task[None]] = {}
+        self._no_fanouts = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
         self.keepalive: bytes = b""
         self.keepalive_s = 15.0
@@ -271,6 +272,7 @@ class ChangeFeed:
         for t in topics:
             if t not in self._fanouts:
                 self._fanouts[t] = loop.create_task(self._fan_out_topic(t))
+        self._no_fanouts.clear()
 
     async def _fan_out_topic(self, topic: str) -> None:
         """Read `topic` once and offer the result to each of its streams; again while changes keep coming."""
@@ -292,17 +294,25 @@ class ChangeFeed:
                     s.offer(topic, seen, at)
         finally:
             self._fanouts.pop(topic, None)
+            if not self._fanouts:
+                self._no_fanouts.set()
 
     async def _sweep(self) -> None:
-        """Keep-alives: every quarter of `keepalive_s`, to each stream idle that long, a slice per loop turn."""
+        """Keep-alives, to each stream idle for `keepalive_s`. Swept often (a sixteenth of it), so streams that
+        went idle together are spread over several sweeps, and in slices, each after any pending fan-out: a
+        round of keep-alives never holds up a change."""
         while True:
-            await asyncio.sleep(self.keepalive_s / 4)
+            await asyncio.sleep(self.keepalive_s / 16)
             due = time.monotonic() - self.keepalive_s
-            idle = [s for s in self._streams if s.last_write <= due and s.transport is not None]
-            for i, s in enumerate(idle, 1):
-                s.write(self.keepalive)
-                if i % KEEPALIVE_SLICE == 0:
+            idle = [s for s in self._streams if s.last_write <= due]
+            for i in range(0, len(idle), KEEPALIVE_SLICE):
+                if i:
                     await asyncio.sleep(0)
+                while self._fanouts:
+                    await self._no_fanouts.wait()
+                for s in idle[i:i + KEEPALIVE_SLICE]:
+                    if s.last_write <= due:  # not written meanwhile (by a change)
+                        s.write(self.keepalive)
 
     def shutdown(self) -> None:
         """SIGTERM: refuse new watches and end every open one now (their clients reconnect elsewhere)."""
