@@ -8,8 +8,8 @@ Starts its own redis-server and two `namesrv serve` processes on it, A and B (on
 client processes of its own (raw asyncio connections, HTTP/1.0; so reading the streams does not compete with
 this process's timing of the changes), then measures, with every stream open and its first event received:
 
-- idle: B's CPU (user + system, /proc) over `--idle` seconds with keep-alive comments every 5 s, and B's resident
-  memory before the streams were opened and with them (per watcher: the difference over the count);
+- idle: B's CPU (user + system, /proc) over `--idle` seconds with keep-alive comments every `--keepalive` s (5),
+  and B's resident memory before the streams were opened and with them (per watcher: the difference over the count);
 - latency: `--changes` registrations through worker A, each changing one topic's queue counts (the next topic
   each time); for every watcher of that topic, the time from just before A was sent the registration to the
   event arriving at the watcher (so it includes A's request, the Lua script, pub/sub to B, B's read and every
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import resource
 import sys
@@ -135,6 +136,8 @@ async def client_main(port: int, indices: range, topics: int) -> None:
     async with asyncio.timeout(120):
         await client.all_first.wait()
     refused = sum(1 for w in ws if w.status != 200)
+    gc.collect()
+    gc.disable()  # a collection over the client's 10 000 connections would delay its arrival times, not B's events
     print(orjson.dumps({"ready": len(ws), "refused": refused, "per_topic": client.per_topic}).decode(), flush=True)
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -177,7 +180,7 @@ async def run(args: argparse.Namespace, url_a: str, url_b: str, pid_b: int) -> d
     loop = asyncio.get_running_loop()
     per_topic = [sum(r["per_topic"][t] for r in ready) for t in range(args.topics)]
     sent_at: dict[tuple[int, int], float] = {}
-    cpu_changes = cpu_s(pid_b)
+    cpu_changes, changes_from = cpu_s(pid_b), time.monotonic()
     for i in range(args.changes):
         t, n = i % args.topics, i // args.topics + 1
         queues[t] = 4 if queues[t] == 8 else 8
@@ -189,22 +192,30 @@ async def run(args: argparse.Namespace, url_a: str, url_b: str, pid_b: int) -> d
                 line = (await proc.stdout.readline()).decode().split()  # type: ignore[union-attr]
                 assert line == ["done", str(t), str(n)], line
         await asyncio.sleep(args.gap)
-    cpu_changes = cpu_s(pid_b) - cpu_changes
+    cpu_changes, changes_to = cpu_s(pid_b) - cpu_changes, time.monotonic()
     latencies: list[float] = []
+    per_change: dict[tuple[int, int], list[float]] = {}
     lost = 0
     for proc in clients:
         proc.stdin.write(b"report\n")  # type: ignore[union-attr]
         report = orjson.loads(await proc.stdout.readline())  # type: ignore[union-attr]
         lost += report["lost"]
         for t, n, times in report["arrivals"]:
-            latencies += [(at - sent_at[(t, n)]) * 1000 for at in times]
+            ms = [(at - sent_at[(t, n)]) * 1000 for at in times]
+            latencies += ms
+            per_change.setdefault((t, n), []).extend(ms)
         await proc.wait()
+    in_order = sorted(per_change, key=lambda k: sent_at[k])
     assert len(latencies) == sum(per_topic[i % args.topics] for i in range(args.changes)), len(latencies)
     return {"watchers": args.watchers, "clients": args.clients, "refused": refused, "open_s": round(opened_s, 2),
             "watchers_per_changed_topic": per_topic[0], "changes": args.changes, "gap_s": args.gap,
             "latency_ms": percentiles(latencies), "latencies": len(latencies), "lost": lost,
             "cpu_of_b_per_change_ms": round(cpu_changes / args.changes * 1000, 2),
-            "idle_s": args.idle, "idle_cpu_percent": round(idle_cpu * 100, 2),
+            "changes_monotonic_s": [round(changes_from, 3), round(changes_to, 3)],  # to place gc_probe's pauses
+            # each change in the order sent: when (monotonic s), its first and its last watcher's latency (ms)
+            "per_change": [[round(sent_at[k], 3), round(min(per_change[k]), 1), round(max(per_change[k]), 1)]
+                           for k in in_order],
+            "keepalive_s": args.keepalive, "idle_s": args.idle, "idle_cpu_percent": round(idle_cpu * 100, 2),
             "rss_before_mb": round(rss_before / 1e6, 1), "rss_with_watchers_mb": round(rss_with / 1e6, 1),
             "rss_after_idle_mb": round(rss_idle / 1e6, 1),
             "bytes_per_watcher": round((rss_with - rss_before) / max(1, args.watchers))}
@@ -218,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gap", type=float, default=0.05, help="seconds between one change's last event and the next")
     p.add_argument("--clients", type=int, default=1, help="client processes holding the streams")
     p.add_argument("--idle", type=float, default=20.0, help="seconds of idle CPU measurement")
+    p.add_argument("--keepalive", type=float, default=5.0, help="B's NAMESRV_WATCH_KEEPALIVE_S")
     p.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test (50 watchers)")
     p.add_argument("--out", default=str(ROOT / "results"))
     p.add_argument("--client-of", type=int, help=argparse.SUPPRESS)  # a client process: worker B's port
@@ -243,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     procs = []
     try:
         env = {"watch_max_per_worker": args.watchers + 10, "watch_max_per_client": args.watchers + 10,
-               "watch_keepalive_s": 5}
+               "watch_keepalive_s": args.keepalive}
         proc_a, url_a = namesrv(server.url, 1, **env)
         procs.append(proc_a)
         proc_b, url_b = namesrv(server.url, 1, **env)
