@@ -8,7 +8,8 @@ import org.apache.rocketmq.common.message.Message;
 
 /**
  * Sends `--count` messages with sync send, keys `<prefix>-0 .. <prefix>-(count-1)`, one line per attempt:
- * `OK key msgId brokerName queueId` once acknowledged (SEND_OK), `FAIL key reason` otherwise. A failed key is
+ * `OK key msgId brokerName queueId millis offsetMsgId` once acknowledged (SEND_OK; the offset message id names the
+ * broker address that stored it), `FAIL key reason` otherwise. A failed key is
  * tried again (after `--retry-ms`) until `--timeout-s` runs out, so every key either ends OK or the run says it
  * gave up; `--interval-ms` spreads the sends out so a kill can land mid-run. The harness compares the OK keys
  * with what the consumer received: an acknowledged message must never be missing.
@@ -42,8 +43,10 @@ public final class Producer {
                     try {
                         SendResult r = producer.send(msg);
                         if (r.getSendStatus() == SendStatus.SEND_OK) {
-                            System.out.printf("OK %s %s %s %d%n", key, r.getMsgId(),
-                                r.getMessageQueue().getBrokerName(), r.getMessageQueue().getQueueId());
+                            // then when (ms) and the offset message id, which names the broker address that stored it
+                            System.out.printf("OK %s %s %s %d %d %s%n", key, r.getMsgId(),
+                                r.getMessageQueue().getBrokerName(), r.getMessageQueue().getQueueId(),
+                                System.currentTimeMillis(), r.getOffsetMsgId());
                             ok++;
                             break;
                         }

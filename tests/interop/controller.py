@@ -1,0 +1,145 @@
+"""RocketMQ 5 brokers in controller mode (automatic master failover) and the controllers they talk to.
+
+Apache's side, the comparison issue 23 asks for: three NameServers each with a controller embedded
+(`enableControllerInNamesrv`, a DLedger group of three), brokers naming all three in `controllerAddr`. Ours: our
+workers with NAMESRV_CONTROLLER=true answer the controller protocol on their native door, so `controllerAddr` and
+`namesrvAddr` name the same addresses. A broker group here is N brokers of one brokerName, all started with
+brokerId -1 (the controller gives out ids and picks the master) and allAckInSyncStateSet=true (a message is
+acknowledged only once every replica in the SyncStateSet has it: what makes "nothing acknowledged is lost" hold
+across a failover).
+
+Measured facts (benchmarks/controller_failover.py, docs/controller-protocol.md §8): Apache's controller elects on
+the dead master's channel closing, well before any heartbeat timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from service.remoting import fastjson
+from tests.interop import rocketmq as rmq
+from tests.interop.conftest import native
+from tests.redis_server import free_port
+
+
+@dataclass
+class ApacheControllers:
+    """Three Apache NameServers, each with a DLedger controller embedded: `namesrv` and `controller` are the
+    `;`-lists a broker's namesrvAddr and controllerAddr take."""
+
+    line: rmq.Line
+    root: Path
+    count: int = 3
+    procs: list[rmq.ApacheNameServer] = field(default_factory=list)
+    ns_ports: list[int] = field(default_factory=list)
+    ctl_ports: list[int] = field(default_factory=list)
+
+    def start(self) -> ApacheControllers:
+        self.ns_ports = [free_port() for _ in range(self.count)]
+        self.ctl_ports = [free_port() for _ in range(self.count)]
+        peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(self.ctl_ports))
+        for i, port in enumerate(self.ns_ports):
+            self.procs.append(rmq.ApacheNameServer(
+                self.line, self.root, port, enableControllerInNamesrv="true", controllerDLegerGroup="interop",
+                controllerDLegerPeers=peers, controllerDLegerSelfId=f"n{i}",
+                controllerStorePath=self.root / f"controller-n{i}").start())
+        for p in self.procs:
+            p.wait_listening()
+        return self
+
+    @property
+    def namesrv(self) -> str:
+        return ";".join(f"127.0.0.1:{p}" for p in self.ns_ports)
+
+    @property
+    def controller(self) -> str:
+        return ";".join(f"127.0.0.1:{p}" for p in self.ctl_ports)
+
+    @property
+    def route_port(self) -> int:
+        return self.ns_ports[0]
+
+
+def start_group(line: rmq.Line, root: Path, cluster: str, name: str, namesrv: str, controller: str, size: int = 3,
+                **extra: object) -> list[rmq.Broker]:
+    """`size` brokers of one brokerName in controller mode (brokerId -1: the controller assigns ids)."""
+    conf: dict[str, object] = {"brokerRole": "SLAVE", "enableControllerMode": "true", "controllerAddr": controller,
+                               "allAckInSyncStateSet": "true", "enableSlaveActingMaster": "false", **extra}
+    return [rmq.Broker(line, root, cluster, name, -1, namesrv, **conf).start() for _ in range(size)]
+
+
+def registered_addrs(ns_port: int, name: str) -> dict[int, str]:
+    """brokerId -> address of `name` in a NameServer's cluster info (106)."""
+    reply = native(ns_port, 106)
+    if reply.code != 0 or not reply.body:
+        return {}
+    entry = fastjson.loads(reply.body).get("brokerAddrTable", {}).get(name) or {}
+    return {int(k): v for k, v in (entry.get("brokerAddrs") or {}).items()}
+
+
+def route_master(ns_port: int, topic: str) -> str | None:
+    """The id-0 address of the topic's route (105), as producers see it."""
+    reply = native(ns_port, 105, {"topic": topic})
+    if reply.code != 0 or not reply.body:
+        return None
+    for bd in fastjson.loads(reply.body).get("brokerDatas", []):
+        addrs = {int(k): v for k, v in (bd.get("brokerAddrs") or {}).items()}
+        if 0 in addrs:
+            return addrs[0]
+    return None
+
+
+def in_sync(ctl_ports: list[int], name: str) -> list[str]:
+    """The addresses in the group's SyncStateSet (1006 CONTROLLER_GET_SYNC_STATE_DATA, asked of each controller
+    until the leader answers)."""
+    for port in ctl_ports:
+        try:
+            reply = native(port, 1006, body=fastjson.dumps([name], standard=True))
+        except OSError:
+            continue
+        if reply.code == 0 and reply.body:
+            info = (fastjson.loads(reply.body).get("replicasInfoTable") or {}).get(name) or {}
+            return sorted(r["brokerAddress"] for r in info.get("inSyncReplicas") or [])
+    return []
+
+
+def store_host(offset_msg_id: str) -> str:
+    """The broker address an offset message id names (IPv4: 4 bytes address, 4 bytes port, 8 bytes offset)."""
+    raw = bytes.fromhex(offset_msg_id)
+    return f"{'.'.join(str(b) for b in raw[:4])}:{int.from_bytes(raw[4:8], 'big')}"
+
+
+@dataclass
+class Failover:
+    """What one kill -9 of a group's master did, in ms from the kill."""
+
+    killed: str
+    new_master: str
+    route_ms: float  # until the topic's route names another master
+    first_send_ms: float | None  # until the first message acknowledged by the new master (None: none yet)
+    failed_sends: int  # attempts that failed between the kill and that first acknowledgement
+
+
+def kill_master(brokers: list[rmq.Broker], ns_port: int, topic: str, producer: rmq.ClientRun,
+                timeout: float = 90) -> Failover:
+    """SIGKILL the group's master while `producer` sends; time the route change and the first send the new master
+    acknowledged (producer lines carry the time and the storing broker's address)."""
+    master = rmq.wait_until(lambda: route_master(ns_port, topic), 60, "a master in the route")
+    victim = next(b for b in brokers if b.addr == master)
+    fails_before = len(producer.failures())
+    killed_at = time.time() * 1000
+    victim.kill()
+    new = rmq.wait_until(lambda: (m := route_master(ns_port, topic)) and m != master and m, timeout,
+                         "another master in the route")
+    route_ms = time.time() * 1000 - killed_at
+
+    def first_on_new() -> float | None:
+        for p in producer.lines("OK"):
+            if len(p) >= 7 and int(p[5]) > killed_at and store_host(p[6]) == new:
+                return int(p[5]) - killed_at
+        return None
+
+    first = rmq.wait_until(first_on_new, timeout, "a send acknowledged by the new master")
+    return Failover(master, new, route_ms, first, len(producer.failures()) - fails_before)
