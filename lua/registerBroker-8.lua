@@ -89,12 +89,7 @@ else
   filter_arg = ARGV[14]
 end
 
-local names, encs, in_payload = {}, {}, {}
-for t, r, w, p, s in string.gmatch(unchanged and "" or ARGV[15], "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%d+)\n") do
-  names[#names + 1] = t
-  encs[#encs + 1] = { r, w, tonumber(p), s }
-  in_payload[t] = true
-end
+local names, encs, in_payload = parse_topic_lines(unchanged and "" or ARGV[15])
 
 local kb, kba, kbt = base .. "b:" .. name, base .. "ba:" .. name, base .. "bt:" .. name
 local owner = rcall("HGET", kb, "cluster")
@@ -227,51 +222,13 @@ elseif applies then
   if delete_missing then
     for _, t in ipairs(rcall("SMEMBERS", kbt)) do
       if not in_payload[t] then
-        local kt = base .. "t:" .. t
-        rcall("HDEL", kt, name)
-        if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, t) end
-        rcall("SREM", kbt, t)
-        changes_add(ch, t)
+        drop_queue_data(base, K.topics, name, t, ch)
         changed_topics = changed_topics + 1
       end
     end
   end
-  local known = nil
-  if not check_each and #names > 0 then
-    -- Unchanged data version: only topics missing for this broker are (re)built; SMISMEMBER in chunks.
-    known = {}
-    local chunk = {}
-    local function flush()
-      local res = rcall("SMISMEMBER", kbt, unpack(chunk))
-      for j = 1, #chunk do known[chunk[j]] = res[j] == 1 end
-      chunk = {}
-    end
-    for _, t in ipairs(names) do
-      chunk[#chunk + 1] = t
-      if #chunk == 4000 then flush() end
-    end
-    if #chunk > 0 then flush() end
-  end
-  local wipe_write = is_prime_slave and eam == "1"
-  for j, t in ipairs(names) do
-    if check_each or not known[t] then
-      local e = encs[j]
-      local perm = e[3]
-      if wipe_write then perm = clear_write(perm) end
-      local enc = qd_encode(e[1], e[2], perm, e[4])
-      local kt = base .. "t:" .. t
-      local prev = rcall("HGET", kt, name)
-      if prev ~= enc then
-        rcall("HSET", kt, name, enc)
-        if not prev then
-          rcall("SADD", K.topics, t)
-          rcall("SADD", kbt, t)
-        end
-        changes_add(ch, t)
-        changed_topics = changed_topics + 1
-      end
-    end
-  end
+  changed_topics = changed_topics + write_queue_datas(base, K.topics, name, names, encs, check_each,
+    is_prime_slave and eam == "1", ch)
   if changed_topics > 0 then topics_touched(base, name) end
 end
 

@@ -34,48 +34,13 @@ if regid == "" or rcall("HGET", base .. "b:" .. name, "rg") ~= regid
   return { 0 }
 end
 
-local kbt = base .. "bt:" .. name
-local names, encs = {}, {}
-for t, r, w, p, s in string.gmatch(ARGV[7], "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%d+)\n") do
-  names[#names + 1] = t
-  encs[#encs + 1] = { r, w, tonumber(p), s }
-end
-
-local known = nil
-if not check_each and #names > 0 then
-  known = {}
-  for i = 1, #names, 4000 do
-    local part = { unpack(names, i, math.min(i + 3999, #names)) }
-    local res = rcall("SMISMEMBER", kbt, unpack(part))
-    for j = 1, #part do known[part[j]] = res[j] == 1 end
-  end
-end
+local names, encs = parse_topic_lines(ARGV[7])
 if stage and #names > 0 then
   local krs = base .. "rs:" .. regid
   for i = 1, #names, 4000 do rcall("SADD", krs, unpack(names, i, math.min(i + 3999, #names))) end
   rcall("PEXPIRE", krs, 600000)  -- a registration whose worker died leaves nothing behind for long
 end
-
 local ch = changes_new()
-local changed = 0
-for j, t in ipairs(names) do
-  if check_each or not known[t] then
-    local e = encs[j]
-    local perm = e[3]
-    if wipe_write then perm = clear_write(perm) end
-    local enc = qd_encode(e[1], e[2], perm, e[4])
-    local kt = base .. "t:" .. t
-    local prev = rcall("HGET", kt, name)
-    if prev ~= enc then
-      rcall("HSET", kt, name, enc)
-      if not prev then
-        rcall("SADD", K.topics, t)
-        rcall("SADD", kbt, t)
-      end
-      changes_add(ch, t)
-      changed = changed + 1
-    end
-  end
-end
+local changed = write_queue_datas(base, K.topics, name, names, encs, check_each, wipe_write, ch)
 changes_publish(base, K.ver, ch)
 return { 1, changed }

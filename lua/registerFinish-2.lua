@@ -44,11 +44,7 @@ if walk then
   local res = rcall("SSCAN", kbt, ARGV[4], "COUNT", tonumber(ARGV[5]))
   for _, t in ipairs(res[2]) do
     if delete and regid ~= "" and rcall("SISMEMBER", krs, t) == 0 then
-      local kt = base .. "t:" .. t
-      rcall("HDEL", kt, name)
-      if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, t) end
-      rcall("SREM", kbt, t)
-      changes_add(ch, t)
+      drop_queue_data(base, K.topics, name, t, ch)
       changed = changed + 1
     elseif publish then
       changes_add(ch, t)

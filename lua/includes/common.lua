@@ -115,3 +115,62 @@ local function addr_held_elsewhere(k_clusters, k_live, cluster, addr)
   end
   return false
 end
+
+-- A registration's topic lines, "name\tread\twrite\tperm\tsysFlag\n" repeated: names in order, their
+-- {read, write, perm, sysFlag} and the set of names.
+local function parse_topic_lines(lines)
+  local names, encs, named = {}, {}, {}
+  for t, r, w, p, s in string.gmatch(lines, "([^\t\n]+)\t(%d+)\t(%d+)\t(%d+)\t(%d+)\n") do
+    names[#names + 1] = t
+    encs[#encs + 1] = { r, w, tonumber(p), s }
+    named[t] = true
+  end
+  return names, encs, named
+end
+
+-- Step 10 of a registration for these topics (all of a whole one's, or one chunk's): write the broker's queue data
+-- of every topic whose data differ (check_each: a new data version, a first or unfinished registration) or, with
+-- the same data version, of those missing for the broker only (SMISMEMBER in parts). Returns how many changed.
+local function write_queue_datas(base, k_topics, broker_name, names, encs, check_each, wipe_write, ch)
+  local kbt = base .. "bt:" .. broker_name
+  local known = nil
+  if not check_each and #names > 0 then
+    known = {}
+    for i = 1, #names, 4000 do
+      local part = { unpack(names, i, math.min(i + 3999, #names)) }
+      local res = rcall("SMISMEMBER", kbt, unpack(part))
+      for j = 1, #part do known[part[j]] = res[j] == 1 end
+    end
+  end
+  local changed = 0
+  for j, t in ipairs(names) do
+    if check_each or not known[t] then
+      local e = encs[j]
+      local perm = e[3]
+      if wipe_write then perm = clear_write(perm) end
+      local enc = qd_encode(e[1], e[2], perm, e[4])
+      local kt = base .. "t:" .. t
+      local prev = rcall("HGET", kt, broker_name)
+      if prev ~= enc then
+        rcall("HSET", kt, broker_name, enc)
+        if not prev then
+          rcall("SADD", k_topics, t)
+          rcall("SADD", kbt, t)
+        end
+        changes_add(ch, t)
+        changed = changed + 1
+      end
+    end
+  end
+  return changed
+end
+
+-- The broker no longer serves topic `t` (deleteTopicWithBrokerRegistration): its queue data, and the topic too
+-- if no other broker serves it.
+local function drop_queue_data(base, k_topics, broker_name, t, ch)
+  local kt = base .. "t:" .. t
+  rcall("HDEL", kt, broker_name)
+  if rcall("EXISTS", kt) == 0 then rcall("SREM", k_topics, t) end
+  rcall("SREM", base .. "bt:" .. broker_name, t)
+  changes_add(ch, t)
+end
