@@ -207,3 +207,17 @@ def test_watch_bench_tiny(tmp_path):
     assert res["latency_ms"]["p50"] > 0 and res["rss_with_watchers_mb"] > 0 and res["idle_cpu_percent"] >= 0
     table = (tmp_path / "watch-tiny.md").read_text()
     assert f"| 50 | {res['latency_ms']['p50']:.1f} |" in table
+
+
+def test_chunk_steps_tiny(tmp_path):
+    """The large-registration steps benchmark at tiny size: four cases on a real Redis, the unchanged one O(1)."""
+    need("redis-server")
+    from benchmarks import chunk_steps
+
+    assert chunk_steps.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "chunk-steps-tiny.json").read_bytes())
+    cases = {r["case"]: r for r in res["results"]}
+    assert len(cases) == 4 and res["topics"] == 5000
+    assert cases["first registration"]["changed_topics"] == 5000
+    assert cases["the same bytes again (unchanged path)"]["changed_topics"] == 0
+    assert all(r["longest_ms"] >= 0 and r["total_s"] > 0 for r in res["results"])
