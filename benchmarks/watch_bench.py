@@ -133,8 +133,14 @@ async def client_main(port: int, indices: range, topics: int) -> None:
         client.per_topic[w.topic] += 1
     for start in range(0, len(ws), 500):
         await asyncio.gather(*(loop.create_connection(lambda w=w: w, "127.0.0.1", port) for w in ws[start:start + 500]))
-    async with asyncio.timeout(120):
-        await client.all_first.wait()
+    try:
+        async with asyncio.timeout(120):
+            await client.all_first.wait()
+    except TimeoutError:
+        silent = [w for w in ws if not w.events]
+        raise SystemExit(f"{len(silent)} streams got no first event in 120 s; status "
+                         f"{sorted({w.status for w in silent})}, {client.lost} connections closed; last bytes: "
+                         f"{[w.tail for w in silent[:5]]}") from None
     refused = sum(1 for w in ws if w.status != 200)
     gc.collect()
     gc.disable()  # a collection over the client's 10 000 connections would delay its arrival times, not B's events

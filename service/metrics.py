@@ -224,5 +224,14 @@ class WatchStats:
                                   value=f.refused if f is not None else 0)
         yield CounterMetricFamily("namesrv_watch_dropped", "route streams closed because their client did not "
                                   "read (a full write buffer)", value=f.dropped if f is not None else 0)
+        fanouts = HistogramMetricFamily("namesrv_watch_fanout_seconds", "route streams: from a change's event "
+                                        "reaching this worker to its event written to every stream of the topic")
+        if f is not None:
+            cumulative, acc = [], 0
+            for bound, n in zip((*f.fanout_buckets, float("inf")), f.fanout_counts, strict=True):
+                acc += n
+                cumulative.append((str(bound) if bound != float("inf") else "+Inf", acc))
+            fanouts.add_metric([], cumulative, sum_value=f.fanout_sum)
+        yield fanouts
         yield CounterMetricFamily("namesrv_watch_events", "route changes sent to watchers (stream events, "
                                   "long-polls answered with a change)", value=f.events if f is not None else 0)

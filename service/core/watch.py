@@ -16,6 +16,7 @@ Keep-alives are written by one sweep per worker, in slices, so a round of them n
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import logging
 import time
@@ -27,6 +28,7 @@ from service.errors import NamesrvError, TooManyWatchers, Unavailable
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 STREAM_BUFFER_MAX = 2 * 1024 * 1024  # bytes a stream's transport may hold unsent before its client is dropped
+FANOUT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)  # seconds (/metrics histogram)
 KEEPALIVE_SLICE = 100  # streams given a keep-alive per event-loop turn (a change's fan-out runs in between)
 
 
@@ -153,7 +155,7 @@ class ChangeFeed:
         self._watches: set[Watch | Stream] = set()
         self._per_client: collections.Counter[str] = collections.Counter()
         self._read: Callable[[str], Awaitable[Seen[bytes]]] | None = None
-        self._stale: set[str] = set()  # topics whose streams need a fan-out (again)
+        self._stale: dict[str, float] = {}  # topics whose streams need a fan-out (again): since when
         self._fanouts: dict[str, asyncio.Task[None]] = {}
         self._no_fanouts = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
@@ -165,6 +167,10 @@ class ChangeFeed:
         self.refused = 0
         self.dropped = 0  # streams closed because their client did not read (STREAM_BUFFER_MAX)
         self.events = 0  # changes sent to watchers (stream events and long-polls answered with a change)
+        # fan-outs, from the change's event reaching this worker to its event written to every stream of the topic
+        self.fanout_buckets = FANOUT_BUCKETS
+        self.fanout_counts = [0] * (len(FANOUT_BUCKETS) + 1)
+        self.fanout_sum = 0.0
 
     def __len__(self) -> int:
         return len(self._watches)
@@ -267,7 +273,9 @@ class ChangeFeed:
     def _fan_out(self, topics: list[str]) -> None:
         if not topics:
             return
-        self._stale.update(topics)
+        now = time.monotonic()
+        for t in topics:
+            self._stale.setdefault(t, now)
         loop = asyncio.get_running_loop()
         for t in topics:
             if t not in self._fanouts:
@@ -278,7 +286,7 @@ class ChangeFeed:
         """Read `topic` once and offer the result to each of its streams; again while changes keep coming."""
         try:
             while topic in self._stale and self._read is not None and not self.closing:
-                self._stale.discard(topic)
+                since = self._stale.pop(topic)
                 if topic not in self._streams_of:
                     return
                 at = self.changes
@@ -292,6 +300,9 @@ class ChangeFeed:
                     continue
                 for s in list(self._streams_of.get(topic, ())):  # a copy: a write may end (close) a stream
                     s.offer(topic, seen, at)
+                took = time.monotonic() - since
+                self.fanout_counts[bisect.bisect_left(FANOUT_BUCKETS, took)] += 1
+                self.fanout_sum += took
         finally:
             self._fanouts.pop(topic, None)
             if not self._fanouts:

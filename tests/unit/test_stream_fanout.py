@@ -99,6 +99,7 @@ async def test_all_streams_of_a_topic_get_the_same_event_from_one_read():
     assert {tr.writes[1] for tr in transports} == {b"2|A=1"}  # the identical event (same id: same history)
     assert all(s.sent["A"] == '"1"' for s in streams) and len(other.transport.writes) == 1  # type: ignore[union-attr]
     assert feed.events == 3 + 1 + 3
+    assert sum(feed.fanout_counts) == 1 and feed.fanout_sum > 0  # one fan-out timed (/metrics histogram)
     for s in (*streams, other):
         s.end("gone")
     assert len(feed) == 0

@@ -284,7 +284,10 @@ async def test_a_client_that_does_not_read_is_dropped_and_the_others_go_on(clien
         if feed.dropped:
             break
     assert feed.dropped == 1 and watchers(client) == 1
-    assert "namesrv_watch_dropped_total 1.0" in await (await client.get("/metrics")).text()
+    metrics = await (await client.get("/metrics")).text()
+    assert "namesrv_watch_dropped_total 1.0" in metrics
+    fanouts = next(line for line in metrics.splitlines() if line.startswith("namesrv_watch_fanout_seconds_count"))
+    assert float(fanouts.split()[-1]) >= 1  # every change's fan-out is timed
     async with asyncio.timeout(5):  # the dropped client's connection is closed (it resumes with Last-Event-ID)
         try:
             while await reader.read(65536):
