@@ -15,7 +15,8 @@ this process's timing of the changes), then measures, with every stream open and
   event arriving at the watcher (so it includes A's request, the Lua script, pub/sub to B, B's read and every
   write to the watchers of that topic). p50/p99 over all of them. DESIGN §9: p99 within 50 ms at 10 000 watchers.
   Arrival times are taken in the client processes on CLOCK_MONOTONIC, the clock this process sent the change on.
-  Also B's CPU time per change (its fan-out, the keep-alives that fell in the changes' time).
+  Also B's CPU time per change (its fan-out, the keep-alives that fell in the changes' time), and B's own
+  `namesrv_watch_fanout_seconds` over the changes: from the change's event reaching B to its last stream written.
 Everything shares the machine's cores: Redis, A, B and the client processes (reading every stream).
 """
 
@@ -64,6 +65,32 @@ def register(url: str, topics: int, queues: dict[int, int], counter: int) -> Non
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         assert r.status == 200, r.status
+
+
+def fanouts(url: str) -> dict[str, float]:
+    """B's namesrv_watch_fanout_seconds histogram: cumulative count by bucket bound ("+Inf" too), "sum"."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith('namesrv_watch_fanout_seconds_bucket{le="'):
+            out[line.split('"')[1]] = float(line.split()[-1])
+        elif line.startswith("namesrv_watch_fanout_seconds_sum"):
+            out["sum"] = float(line.split()[-1])
+    return out
+
+
+def fanout_summary(before: dict[str, float], after: dict[str, float]) -> dict:
+    """The fan-outs between two scrapes: how many, their mean, and the bucket bound p50 and p99 fall within."""
+    bounds = [b for b in after if b != "sum"]
+    count = after["+Inf"] - before.get("+Inf", 0)
+    res: dict = {"count": int(count), "mean_ms": round((after["sum"] - before.get("sum", 0)) / count * 1000, 2)
+                 if count else 0}
+    for q in (0.5, 0.99):
+        res[f"p{round(q * 100)}_at_most_ms"] = next(
+            (float(b) * 1000 if b != "+Inf" else float("inf") for b in bounds
+             if after[b] - before.get(b, 0) >= q * count), None)
+    return res
 
 
 class Watcher(asyncio.Protocol):
@@ -186,6 +213,7 @@ async def run(args: argparse.Namespace, url_a: str, url_b: str, pid_b: int) -> d
     loop = asyncio.get_running_loop()
     per_topic = [sum(r["per_topic"][t] for r in ready) for t in range(args.topics)]
     sent_at: dict[tuple[int, int], float] = {}
+    fan_before = await loop.run_in_executor(None, fanouts, url_b)
     cpu_changes, changes_from = cpu_s(pid_b), time.monotonic()
     for i in range(args.changes):
         t, n = i % args.topics, i // args.topics + 1
@@ -199,6 +227,7 @@ async def run(args: argparse.Namespace, url_a: str, url_b: str, pid_b: int) -> d
                 assert line == ["done", str(t), str(n)], line
         await asyncio.sleep(args.gap)
     cpu_changes, changes_to = cpu_s(pid_b) - cpu_changes, time.monotonic()
+    fan_out = fanout_summary(fan_before, await loop.run_in_executor(None, fanouts, url_b))
     latencies: list[float] = []
     per_change: dict[tuple[int, int], list[float]] = {}
     lost = 0
@@ -217,6 +246,7 @@ async def run(args: argparse.Namespace, url_a: str, url_b: str, pid_b: int) -> d
             "watchers_per_changed_topic": per_topic[0], "changes": args.changes, "gap_s": args.gap,
             "latency_ms": percentiles(latencies), "latencies": len(latencies), "lost": lost,
             "cpu_of_b_per_change_ms": round(cpu_changes / args.changes * 1000, 2),
+            "fanout_in_b": fan_out,  # B's own share: event received → written to every stream (its /metrics)
             "changes_monotonic_s": [round(changes_from, 3), round(changes_to, 3)],  # to place gc_probe's pauses
             # each change in the order sent: when (monotonic s), its first and its last watcher's latency (ms)
             "per_change": [[round(sent_at[k], 3), round(min(per_change[k]), 1), round(max(per_change[k]), 1)]
@@ -274,18 +304,18 @@ def main(argv: list[str] | None = None) -> int:
         server.cleanup()
     res.update({"date": time.strftime("%Y-%m-%d"), "git_sha": git_info()["sha"][:10], "machine": machine_info(),
                 "topics": args.topics})
-    lat = res["latency_ms"]
+    lat, fan = res["latency_ms"], res["fanout_in_b"]
     table = "\n".join([
         f"Measured {res['date']} on {res['machine']['summary']}, git {res['git_sha']}: {args.watchers} route streams "
         f"on worker B ({res['refused']} refused, opened in {res['open_s']} s) held by {args.clients} client "
         f"process(es), {args.topics} topics, {args.changes} changes through worker A, each reaching "
         f"{res['watchers_per_changed_topic']} watchers.",
         "",
-        "| watchers on B | change→client p50 ms | p99 ms | max ms | CPU of B per change | idle CPU of B "
-        "| RSS before → with watchers | per watcher |",
-        "|---|---|---|---|---|---|---|---|",
+        "| watchers on B | change→client p50 ms | p99 ms | max ms | B's fan-out: mean, p99 within | CPU of B per "
+        "change | idle CPU of B | RSS before → with watchers | per watcher |",
+        "|---|---|---|---|---|---|---|---|---|",
         f"| {args.watchers} | {lat.get('p50', 0):.1f} | {lat.get('p99', 0):.1f} | {lat.get('max', 0):.1f} | "
-        f"{res['cpu_of_b_per_change_ms']:.1f} ms | "
+        f"{fan['mean_ms']:.1f} ms, ≤ {fan['p99_at_most_ms']:g} ms | {res['cpu_of_b_per_change_ms']:.1f} ms | "
         f"{res['idle_cpu_percent']:.1f} % of a core over {args.idle:g} s | {res['rss_before_mb']} → "
         f"{res['rss_with_watchers_mb']} MB | {res['bytes_per_watcher'] / 1024:.1f} KiB |",
     ]) + "\n"
