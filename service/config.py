@@ -175,6 +175,13 @@ class Settings:
     # --- operator console
     console: bool = _setting(True, "serve the read-only web console at /console/ (behind the read token when "
                                    "one is set)")
+    # --- RocketMQ 5 controller (docs/controller-protocol.md)
+    controller: bool = _setting(False, "answer RocketMQ 5 controller requests (codes 1001-1013, BROKER_HEARTBEAT "
+                                       "with a brokerId) on the native door")
+    controller_elect_unclean_master: bool = _setting(False, "elect a master outside the SyncStateSet when no "
+                                                            "member can be (ControllerConfig.enableElectUncleanMaster)")
+    controller_notify_broker_role_changed: bool = _setting(True, "tell a broker set's live brokers about a new "
+                                                                 "master (ControllerConfig.notifyBrokerRoleChanged)")
     # --- RocketMQ NamesrvConfig switches (runtime: shared through Redis)
     order_message_enable: bool = _setting(False, "fill orderTopicConf from KV ORDER_TOPIC_CONFIG", runtime=True)
     return_order_topic_config_to_broker: bool = _setting(True, "return ORDER_TOPIC_CONFIG on register",

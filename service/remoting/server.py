@@ -34,7 +34,7 @@ from service.config import Settings
 from service.core import NameServer, Principal, RegistrationMemo
 from service.errors import RMQ_REQUEST_CODE_NOT_SUPPORTED, RMQ_SYSTEM_BUSY, RMQ_SYSTEM_ERROR, NamesrvError
 from service.metrics import RemotingStats
-from service.remoting import codes
+from service.remoting import codes, controller_handlers  # noqa: F401  (controller_handlers: registers codes)
 from service.remoting.codec import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,

@@ -1,0 +1,210 @@
+"""RocketMQ 5's controller rules over the Redis controller store: what each request answers (code, remark, header,
+body as plain data), Java's remarks, and which brokers an election must notify. Transport-neutral: the native
+door encodes the answers (service/remoting/controller_handlers.py). Protocol: docs/controller-protocol.md.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from service.store.controller import (
+    ALTER_SYNC_STATE_SET_FAILED,
+    BROKER_ID_INVALID,
+    BROKER_NEED_TO_BE_REGISTERED,
+    CONTROLLER_TRIGGER,
+    ELECT_MASTER_FAILED,
+    FENCED_MASTER_EPOCH,
+    FENCED_SYNC_STATE_SET_EPOCH,
+    INVALID_CLEAN_BROKER_METADATA,
+    INVALID_MASTER,
+    MASTER_NOT_AVAILABLE,
+    MASTER_STILL_EXIST,
+    SUCCESS,
+    ControllerStore,
+    GroupView,
+    Reply,
+)
+
+if TYPE_CHECKING:
+    from service.core.nameserver import NameServer
+
+METADATA_NOT_EXIST = 2008
+INVALID_REQUEST = 2005
+
+
+@dataclass
+class Answer:
+    """One controller reply: RocketMQ code, remark, response header fields, body (plain data, or None)."""
+
+    code: int = SUCCESS
+    remark: str | None = None
+    header: dict[str, Any] = field(default_factory=dict)
+    body: Any = None
+    notify: list[str] = field(default_factory=list)  # broker addresses to send NOTIFY_BROKER_ROLE_CHANGED
+
+
+def sync_state_set_body(g: GroupView | None) -> dict[str, Any]:
+    if g is None:
+        return {"syncStateSet": [], "syncStateSetEpoch": 0}
+    return {"syncStateSet": sorted(g.sync_state_set), "syncStateSetEpoch": g.sync_state_set_epoch}
+
+
+def member_group(g: GroupView) -> dict[str, Any]:
+    return {"brokerAddrs": dict(sorted(g.replicas.items())), "brokerName": g.name, "cluster": g.cluster}
+
+
+class Controller:
+    """The controller of one registry; every worker has one and any of them answers any request."""
+
+    def __init__(self, store: ControllerStore, *, unclean: bool = False, notify: bool = True) -> None:
+        self.store = store
+        self.unclean = unclean
+        self.notify = notify
+
+    async def heartbeat(self, cluster: str, name: str, addr: str, broker_id: int | None, *, timeout_ms=None,
+                        epoch=None, max_offset=None, confirm_offset=None, election_priority=None) -> Answer:
+        if broker_id is None:
+            return Answer(INVALID_REQUEST, "Heart beat with empty brokerId")
+        await self.store.heartbeat(cluster, name, broker_id, addr, timeout_ms=timeout_ms, epoch=epoch,
+                                   max_offset=max_offset, confirm_offset=confirm_offset,
+                                   election_priority=election_priority)
+        return Answer(SUCCESS, "Heart beat success")
+
+    async def next_broker_id(self, cluster: str, name: str) -> Answer:
+        nid = await self.store.next_broker_id(name)
+        return Answer(header={"clusterName": cluster, "brokerName": name, "nextBrokerId": nid})
+
+    async def apply_broker_id(self, cluster: str, name: str, broker_id: int, check_code: str) -> Answer:
+        r = await self.store.apply_broker_id(cluster, name, broker_id, check_code)
+        header = {"clusterName": cluster, "brokerName": name}
+        if r.code == BROKER_ID_INVALID:
+            if r.group is None:
+                return Answer(r.code, f"Broker-set: {name} hasn't been registered in controller, but broker try to "
+                                      f"apply brokerId: {broker_id}", header)
+            return Answer(r.code, f"Fail to apply brokerId: {broker_id} in broker-set: {name}", header)
+        return Answer(header=header)
+
+    async def register_broker(self, cluster: str, name: str, broker_id: int, addr: str) -> Answer:
+        r = await self.store.register_broker(cluster, name, broker_id, addr)
+        if r.code == BROKER_NEED_TO_BE_REGISTERED:
+            if r.group is None:
+                return Answer(r.code, f"Broker-set: {name} hasn't been registered in controller")
+            return Answer(r.code, f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}")
+        g = r.group
+        header: dict[str, Any] = {"clusterName": cluster, "brokerName": name}
+        if r.extra and g is not None:  # a master exists and is alive
+            header.update(masterBrokerId=g.master, masterAddress=g.master_address, masterEpoch=g.master_epoch,
+                          syncStateSetEpoch=g.sync_state_set_epoch)
+        return Answer(header=header, body=sync_state_set_body(g))
+
+    async def replica_info(self, name: str) -> Answer:
+        g = await self.store.group(name)
+        if g is None:
+            return Answer(METADATA_NOT_EXIST, "Broker metadata is not existed")
+        return Answer(header={"masterBrokerId": g.master, "masterAddress": g.master_address,
+                              "masterEpoch": g.master_epoch}, body=sync_state_set_body(g))
+
+    async def sync_state_data(self, names: list[str]) -> Answer:
+        if not names:
+            return Answer()
+        table = {}
+        for name, g in (await self.store.groups(names)).items():
+            if g is None:
+                continue
+
+            def replica(bid: int, g: GroupView = g) -> dict[str, Any]:
+                return {"alive": bid in g.alive, "brokerAddress": g.replicas[bid], "brokerId": bid,
+                        "brokerName": g.name}
+
+            table[name] = {
+                "inSyncReplicas": [replica(b) for b in sorted(g.replicas) if b in g.sync_state_set],
+                "masterAddress": g.master_address, "masterBrokerId": g.master, "masterEpoch": g.master_epoch,
+                "notInSyncReplicas": [replica(b) for b in sorted(g.replicas) if b not in g.sync_state_set],
+                "syncStateSetEpoch": g.sync_state_set_epoch}
+        return Answer(body={"replicasInfoTable": table})
+
+    async def alter_sync_state_set(self, name: str, master_id: int | None, master_epoch: int,
+                                   new_set: list[int], sync_state_set_epoch: int) -> Answer:
+        r = await self.store.alter_sync_state_set(name, master_id, master_epoch, new_set, sync_state_set_epoch)
+        g = r.group
+        if r.code == SUCCESS:
+            return Answer(header={"newSyncStateSetEpoch": r.extra}, body=sync_state_set_body(g))
+        remark = {
+            INVALID_MASTER: f"Rejecting alter syncStateSet request because the current leader is:"
+                            f"{{{g.master if g else None}}}, not {{{master_id}}}",
+            FENCED_MASTER_EPOCH: f"Rejecting alter syncStateSet request because the current master epoch is:"
+                                 f"{{{g.master_epoch if g else 0}}}, not {{{master_epoch}}}",
+            FENCED_SYNC_STATE_SET_EPOCH: f"Rejecting alter syncStateSet request because the current syncStateSet "
+                                         f"epoch is:{{{g.sync_state_set_epoch if g else 0}}}, "
+                                         f"not {{{sync_state_set_epoch}}}",
+        }.get(r.code)
+        if r.code == ALTER_SYNC_STATE_SET_FAILED:
+            if g is None:
+                remark = "Broker metadata is not existed"
+            elif g.sync_state_set == frozenset(new_set):
+                remark = "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet"
+            else:
+                remark = (f"Rejecting alter syncStateSet request because the newSyncStateSet don't contains origin "
+                          f"leader {{{g.master}}}")
+        elif remark is None:
+            remark = f"Rejecting alter syncStateSet request because a replica of {sorted(new_set)} " + (
+                "don't exist" if r.code == 2003 else "don't alive")
+        return Answer(r.code, remark, header={"newSyncStateSetEpoch": 0})
+
+    async def elect_master(self, cluster: str, name: str, broker_id: int | None, designate: bool = False,
+                           based_on_epoch: int | None = None) -> Answer:
+        r = await self.store.elect_master(name, broker_id, designate=designate, unclean=self.unclean,
+                                          based_on_epoch=based_on_epoch)
+        return self.election_answer(name, r)
+
+    def election_answer(self, name: str, r: Reply) -> Answer:
+        g = r.group
+        if r.code == BROKER_NEED_TO_BE_REGISTERED or g is None:
+            return Answer(BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
+        header = {"masterBrokerId": g.master, "masterAddress": g.master_address, "masterEpoch": g.master_epoch,
+                  "syncStateSetEpoch": g.sync_state_set_epoch}
+        if r.code == SUCCESS:
+            notify = [g.replicas[b] for b in sorted(g.alive)] if self.notify else []
+            return Answer(header=header, body={"brokerMemberGroup": member_group(g),
+                                               "syncStateSet": sorted(g.sync_state_set)}, notify=notify)
+        if r.code == MASTER_STILL_EXIST:
+            return Answer(r.code, f"The old master {g.master} is still alive, not need to elect new master for "
+                                  f"broker {name}", header, {"syncStateSet": sorted(g.sync_state_set)})
+        if r.code == MASTER_NOT_AVAILABLE:
+            return Answer(r.code, "Old master has down and failed to elect a new broker master")
+        if r.code == ELECT_MASTER_FAILED:
+            return Answer(r.code, "Failed to elect a new master")
+        return Answer(r.code, f"Broker set {name} moved past the master epoch this election was based on")
+
+    async def clean_broker_data(self, cluster: str | None, name: str, ids: str | None, living: bool) -> Answer:
+        r = await self.store.clean_broker_data(cluster, name, ids, living)
+        if r.code == SUCCESS:
+            return Answer()
+        remark = {
+            0: f"Broker {name} is not existed,clean broker data failure.",
+            1: f"Broker {name} is still alive, clean up failure",
+            2: "Please set the option <brokerControllerIdsToClean> according to the format, exception: "
+               f"java.lang.NumberFormatException: For input string: \"{ids}\"",
+            3: f"Broker [{name},  {ids}] is still alive, clean up failure",
+        }[r.extra]
+        return Answer(INVALID_CLEAN_BROKER_METADATA, remark)
+
+    async def reelect_expired(self, *, batch: int = 200) -> list[Answer]:
+        """One expiry batch; elect each set whose master expired, based on the epoch the expiry saw."""
+        _, _, elect = await self.store.expire(batch=batch)
+        return [await self.elect_master("", name, CONTROLLER_TRIGGER, based_on_epoch=epoch) for name, epoch in elect]
+
+
+_controllers: weakref.WeakKeyDictionary[Any, Controller] = weakref.WeakKeyDictionary()
+
+
+def controller_of(ns: NameServer) -> Controller:
+    """The worker's controller, on the NameServer's Redis and key prefix (built on first use)."""
+    c = _controllers.get(ns)
+    if c is None:
+        store = ControllerStore(ns.store.redis, prefix=ns.store.keys.prefix)
+        c = _controllers[ns] = Controller(store, unclean=ns.settings.controller_elect_unclean_master,
+                                          notify=ns.settings.controller_notify_broker_role_changed)
+    return c

@@ -1,0 +1,134 @@
+"""The controller's request codes on the native door, sent as a 5.x broker and mqadmin send them
+(docs/controller-protocol.md §4, §5): a master and two slaves boot, heartbeat, self-elect, report their
+SyncStateSet; mqadmin reads it and moves the master, and the new master's set is notified
+(NOTIFY_BROKER_ROLE_CHANGED reaches a listening "broker"). With the setting off the codes are not supported."""
+
+from __future__ import annotations
+
+import asyncio
+
+from service.remoting import fastjson
+from service.remoting.codec import FrameDecoder
+
+
+class FakeBroker:
+    """Listens where a broker would; records the frames the controller sends it."""
+
+    def __init__(self) -> None:
+        self.frames: list = []
+        self.got = asyncio.Event()
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        dec = FrameDecoder(1 << 20)
+        while data := await reader.read(65536):
+            for item in dec.feed(data):
+                self.frames.append(item)
+                self.got.set()
+        writer.close()
+
+    async def stop(self) -> None:
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def boot(c, bid_expected: int, addr: str) -> None:
+    ext = {"clusterName": "C", "brokerName": "b"}
+    r = await c.request(1012, ext)
+    assert r.code == 0 and r.ext_fields["nextBrokerId"] == str(bid_expected)
+    r = await c.request(1013, {**ext, "appliedBrokerId": bid_expected, "registerCheckCode": f"{addr};1"})
+    assert r.code == 0, r.remark
+    r = await c.request(1003, {**ext, "brokerId": bid_expected, "brokerAddress": addr})
+    assert r.code == 0, r.remark
+    await heartbeat(c, bid_expected, addr)
+
+
+async def heartbeat(c, bid: int, addr: str, offset: int = 0) -> None:
+    r = await c.request(904, {"clusterName": "C", "brokerName": "b", "brokerAddr": addr, "brokerId": bid,
+                              "epoch": 1, "maxOffset": offset, "confirmOffset": offset,
+                              "heartbeatTimeoutMills": 60_000, "electionPriority": 1})
+    assert (r.code, r.remark) == (0, "Heart beat success")
+
+
+async def test_a_broker_set_boots_elects_and_is_re_elected_by_admin(make_door):
+    door = await make_door(controller="true")
+    c = await door.client()
+    meta = await c.request(1005)
+    assert meta.code == 0 and meta.ext_fields["isLeader"] == "true"
+    assert meta.ext_fields["controllerLeaderAddress"] == f"127.0.0.1:{door.port}"
+    brokers = {i: FakeBroker() for i in (1, 2, 3)}
+    addrs = {i: await b.start() for i, b in brokers.items()}
+    try:
+        for i in (1, 2, 3):
+            await boot(c, i, addrs[i])
+        # broker 1 self-elects first (no master yet): it is master at epoch 1
+        r = await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 1})
+        assert r.code == 0 and r.ext_fields["masterBrokerId"] == "1" and r.ext_fields["masterEpoch"] == "1"
+        assert fastjson.loads(r.body)["brokerMemberGroup"]["brokerAddrs"] == {1: addrs[1], 2: addrs[2],
+                                                                              3: addrs[3]}
+        # broker 2 self-elects too: the master still exists
+        r = await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 2})
+        assert r.code == 2011 and r.ext_fields["masterBrokerId"] == "1"
+        # the master admits its slaves; a stale report is fenced
+        body = fastjson.dumps({"syncStateSet": [1, 2, 3], "syncStateSetEpoch": 1})
+        r = await c.request(1001, {"brokerName": "b", "masterBrokerId": 1, "masterEpoch": 1}, body)
+        assert r.code == 0 and r.ext_fields["newSyncStateSetEpoch"] == "2"
+        assert fastjson.loads(r.body) == {"syncStateSet": [1, 2, 3], "syncStateSetEpoch": 2}
+        r = await c.request(1001, {"brokerName": "b", "masterBrokerId": 1, "masterEpoch": 1},
+                            fastjson.dumps({"syncStateSet": [1, 2], "syncStateSetEpoch": 1}))
+        assert r.code == 2001
+        # a slave's periodic replica info
+        r = await c.request(1004, {"brokerName": "b"})
+        assert r.code == 0 and r.ext_fields["masterAddress"] == addrs[1]
+        # mqadmin getSyncStateSet
+        r = await c.request(1006, body=fastjson.dumps(["b", "nope"]))
+        info = fastjson.loads(r.body)["replicasInfoTable"]
+        assert list(info) == ["b"] and [x["brokerId"] for x in info["b"]["inSyncReplicas"]] == [1, 2, 3]
+        assert all(x["alive"] for x in info["b"]["inSyncReplicas"])
+        # mqadmin electMaster -i 3: designated, alive, in the SyncStateSet: elected, and every live broker told
+        r = await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 3, "designateElect": True})
+        assert r.code == 0 and r.ext_fields["masterBrokerId"] == "3" and r.ext_fields["masterEpoch"] == "2"
+        for b in brokers.values():  # each was told of epoch 1 (broker 1's self-election), then of epoch 2
+            async with asyncio.timeout(5):
+                while True:
+                    b.got.clear()  # before the check, so a frame arriving after it still wakes the wait
+                    if [f.ext_fields["masterEpoch"] for f in b.frames] == ["1", "2"]:
+                        break
+                    await b.got.wait()
+            cmd = b.frames[-1]
+            assert cmd.code == 1008 and cmd.ext_fields["masterBrokerId"] == "3"
+            assert cmd.ext_fields["masterAddress"] == addrs[3]
+            assert fastjson.loads(cmd.body) == {"syncStateSet": [3], "syncStateSetEpoch": 3}
+        # cleanBrokerMetadata of a set with a master is refused; getControllerConfig answers properties
+        r = await c.request(1011, {"clusterName": "C", "brokerName": "b"})
+        assert r.code == 2009 and r.remark == "Broker b is still alive, clean up failure"
+        r = await c.request(1010)
+        assert r.code == 0 and b"enableElectUncleanMaster=false" in r.body
+    finally:
+        for b in brokers.values():
+            await b.stop()
+
+
+async def test_a_broker_id_taken_by_another_broker_is_refused(make_door):
+    door = await make_door(controller="true")
+    c = await door.client()
+    ext = {"clusterName": "C", "brokerName": "b"}
+    assert (await c.request(1013, {**ext, "appliedBrokerId": 2, "registerCheckCode": "a:1;1"})).code == 2014
+    assert (await c.request(1013, {**ext, "appliedBrokerId": 1, "registerCheckCode": "a:1;1"})).code == 0
+    r = await c.request(1013, {**ext, "appliedBrokerId": 1, "registerCheckCode": "b:1;1"})
+    assert (r.code, r.remark) == (2014, "Fail to apply brokerId: 1 in broker-set: b")
+    r = await c.request(1003, {**ext, "brokerId": 2, "brokerAddress": "b:1"})
+    assert (r.code, r.remark) == (2010, "BrokerId: 2 hasn't been registered in broker-set: b")
+    r = await c.request(904, {**ext, "brokerAddr": "a:1"})  # no brokerId: the name-server heartbeat, as before
+    assert r.code == 0 and r.remark != "Heart beat success"
+
+
+async def test_controller_codes_are_not_supported_when_off(door):
+    c = await door.client()
+    r = await c.request(1005)
+    assert (r.code, r.remark) == (3, " request type 1005 not supported")
+    r = await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 1})
+    assert r.code == 3
