@@ -38,5 +38,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
     flags = {k: getattr(args, k, None) for k in ("host", "port", "remoting_port", "workers", "redis_url",
                                                   "redis_sentinels", "redis_master_name", "redis_cluster",
                                                   "redis_cluster_nodes", "redis_sentinel_tls", "redis_tls_ca_file",
-                                                  "redis_tls_cert_file", "redis_tls_key_file", "key_prefix")}
+                                                  "redis_tls_cert_file", "redis_tls_key_file", "key_prefix",
+                                                  "controller")}
     return load_settings(file=getattr(args, "config_file", None), flags=flags)

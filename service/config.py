@@ -182,6 +182,9 @@ class Settings:
                                                             "member can be (ControllerConfig.enableElectUncleanMaster)")
     controller_notify_broker_role_changed: bool = _setting(True, "tell a broker set's live brokers about a new "
                                                                  "master (ControllerConfig.notifyBrokerRoleChanged)")
+    controller_scan_interval_ms: int = _setting(2000, "how often each worker expires controller heartbeats and "
+                                                      "re-elects sets whose master expired", minimum=100,
+                                                maximum=60_000)
     # --- RocketMQ NamesrvConfig switches (runtime: shared through Redis)
     order_message_enable: bool = _setting(False, "fill orderTopicConf from KV ORDER_TOPIC_CONFIG", runtime=True)
     return_order_topic_config_to_broker: bool = _setting(True, "return ORDER_TOPIC_CONFIG on register",

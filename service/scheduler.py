@@ -16,6 +16,7 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from service.core import NameServer
+from service.core.controller import controller_scan
 from service.errors import NamesrvError
 
 log = logging.getLogger(__name__)
@@ -68,4 +69,7 @@ def build_scheduler(ns: NameServer) -> AsyncIOScheduler:
                       next_run_time=now + timedelta(seconds=min(10, s.snapshot_interval_s)), id="snapshot")
     sched.add_job(_safe(refresh_gauges, "gauges"), "interval", args=[ns], seconds=5, next_run_time=now,
                   id="gauges")
+    if s.controller:
+        sched.add_job(_safe(controller_scan, "controller_scan"), "interval", args=[ns],
+                      seconds=s.controller_scan_interval_ms / 1000, id="controller_scan")
     return sched

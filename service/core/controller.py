@@ -6,6 +6,7 @@ door encodes the answers (service/remoting/controller_handlers.py). Protocol: do
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -191,13 +192,35 @@ class Controller:
         }[r.extra]
         return Answer(INVALID_CLEAN_BROKER_METADATA, remark)
 
-    async def reelect_expired(self, *, batch: int = 200) -> list[Answer]:
-        """One expiry batch; elect each set whose master expired, based on the epoch the expiry saw."""
-        _, _, elect = await self.store.expire(batch=batch)
-        return [await self.elect_master("", name, CONTROLLER_TRIGGER, based_on_epoch=epoch) for name, epoch in elect]
-
 
 _controllers: weakref.WeakKeyDictionary[Any, Controller] = weakref.WeakKeyDictionary()
+
+# Who tells brokers about a new master (the native door installs its NOTIFY_BROKER_ROLE_CHANGED sender on import);
+# the core calls them after the elections it makes itself.
+NOTIFIERS: list[Callable[[Answer], None]] = []
+
+
+async def controller_scan(ns: NameServer, *, batch: int = 200, scan_inactive: bool = True) -> list[Answer]:
+    """A worker's controller tick: expire heartbeats and re-elect each set whose master expired (only the worker
+    whose expiry removed the master's entry gets that set, and its election is based on the master epoch it saw,
+    so one election per loss however many workers tick), then the inactive-master safety net (a worker that
+    died between the two). New masters are announced through NOTIFIERS."""
+    c = controller_of(ns)
+    answers: list[Answer] = []
+    while True:
+        more, _, elect = await c.store.expire(batch=batch)
+        for name, epoch in elect:
+            answers.append(await c.elect_master("", name, CONTROLLER_TRIGGER, based_on_epoch=epoch))
+        if not more:
+            break
+    if scan_inactive:
+        for name, epoch in await c.store.inactive_masters():
+            answers.append(await c.elect_master("", name, CONTROLLER_TRIGGER, based_on_epoch=epoch))
+    for a in answers:
+        if a.code == SUCCESS:
+            for notify in NOTIFIERS:
+                notify(a)
+    return answers
 
 
 def controller_of(ns: NameServer) -> Controller:

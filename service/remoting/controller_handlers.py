@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from service.core.access import Role
-from service.core.controller import Answer, controller_of
+from service.core.controller import NOTIFIERS, Answer, controller_of
 from service.remoting import fastjson
 from service.remoting.codec import RemotingCommand, encode
 from service.remoting.handlers import HANDLERS, Call, Reply, handles
@@ -245,6 +245,9 @@ def notify_role_changed(answer: Answer) -> None:
         task = asyncio.get_running_loop().create_task(_send_oneway(addr, frame))
         _tasks.add(task)
         task.add_done_callback(_tasks.discard)
+
+
+NOTIFIERS.append(notify_role_changed)  # elections the workers make on master loss are announced too
 
 
 async def _send_oneway(addr: str, frame: bytes) -> None:

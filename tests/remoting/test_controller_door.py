@@ -132,3 +132,40 @@ async def test_controller_codes_are_not_supported_when_off(door):
     assert (r.code, r.remark) == (3, " request type 1005 not supported")
     r = await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 1})
     assert r.code == 3
+
+
+async def test_master_loss_is_re_elected_once_by_the_workers_scans_and_announced(make_door):
+    """kill -9 of the master: its heartbeats stop (here: a 1 ms timeout), the slave's go on. Two workers tick
+    their controller scan: one elects the slave, the other finds nothing to do; the slave is told."""
+    from service.core.controller import controller_of, controller_scan
+
+    door = await make_door(controller="true")
+    c = await door.client()
+    slave = FakeBroker()
+    slave_addr = await slave.start()
+    try:
+        await boot(c, 1, "127.0.0.1:1")
+        await boot(c, 2, slave_addr)
+        assert (await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 1})).code == 0
+        body = fastjson.dumps({"syncStateSet": [1, 2], "syncStateSetEpoch": 1})
+        assert (await c.request(1001, {"brokerName": "b", "masterBrokerId": 1, "masterEpoch": 1}, body)).code == 0
+        await c.request(904, {"clusterName": "C", "brokerName": "b", "brokerAddr": "127.0.0.1:1", "brokerId": 1,
+                              "heartbeatTimeoutMills": 1})  # the master's last heartbeat, and it is gone
+        async with asyncio.timeout(5):  # until the Redis clock passes that 1 ms deadline
+            while 1 in (await controller_of(door.ns).store.group("b")).alive:
+                await asyncio.sleep(0)
+        first, second = await asyncio.gather(controller_scan(door.ns), controller_scan(door.ns))
+        elected = [a for a in first + second if a.code == 0]
+        assert len(elected) == 1 and elected[0].header["masterBrokerId"] == 2
+        assert elected[0].header["masterEpoch"] == 2
+        r = await c.request(1004, {"brokerName": "b"})
+        assert r.ext_fields["masterBrokerId"] == "2" and r.ext_fields["masterEpoch"] == "2"
+        async with asyncio.timeout(5):
+            while True:
+                slave.got.clear()
+                if any(f.ext_fields.get("masterBrokerId") == "2" for f in slave.frames):
+                    break
+                await slave.got.wait()
+        assert await controller_scan(door.ns) == []  # nothing left to do
+    finally:
+        await slave.stop()
