@@ -179,9 +179,11 @@ class Settings:
     controller: bool = _setting(False, "answer RocketMQ 5 controller requests (codes 1001-1013, BROKER_HEARTBEAT "
                                        "with a brokerId) on the native door")
     controller_elect_unclean_master: bool = _setting(False, "elect a master outside the SyncStateSet when no "
-                                                            "member can be (ControllerConfig.enableElectUncleanMaster)")
+                                                            "member can be (ControllerConfig.enableElectUncleanMaster)",
+                                                     runtime=True)
     controller_notify_broker_role_changed: bool = _setting(True, "tell a broker set's live brokers about a new "
-                                                                 "master (ControllerConfig.notifyBrokerRoleChanged)")
+                                                                 "master (ControllerConfig.notifyBrokerRoleChanged)",
+                                                           runtime=True)
     controller_scan_interval_ms: int = _setting(2000, "how often each worker expires controller heartbeats and "
                                                       "re-elects sets whose master expired", minimum=100,
                                                 maximum=60_000)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from service.core.access import Role
 from service.store.controller import (
     ALTER_SYNC_STATE_SET_FAILED,
     BROKER_ID_INVALID,
@@ -59,10 +60,19 @@ def member_group(g: GroupView) -> dict[str, Any]:
 class Controller:
     """The controller of one registry; every worker has one and any of them answers any request."""
 
-    def __init__(self, store: ControllerStore, *, unclean: bool = False, notify: bool = True) -> None:
+    def __init__(self, store: ControllerStore, *, unclean: bool = False, notify: bool = True,
+                 switches: Callable[[], tuple[bool, bool]] | None = None) -> None:
         self.store = store
-        self.unclean = unclean
-        self.notify = notify
+        self._fixed = (unclean, notify)
+        self._switches = switches  # (unclean, notify) read per request: runtime switches shared through Redis
+
+    @property
+    def unclean(self) -> bool:
+        return (self._switches or (lambda: self._fixed))()[0]
+
+    @property
+    def notify(self) -> bool:
+        return (self._switches or (lambda: self._fixed))()[1]
 
     async def heartbeat(self, cluster: str, name: str, addr: str, broker_id: int | None, *, timeout_ms=None,
                         epoch=None, max_offset=None, confirm_offset=None, election_priority=None) -> Answer:
@@ -223,11 +233,29 @@ async def controller_scan(ns: NameServer, *, batch: int = 200, scan_inactive: bo
     return answers
 
 
+# UPDATE_CONTROLLER_CONFIG: the Java controller's names of the switches we have; other known names are accepted
+# and ignored (Java's Configuration.update sets fields it has), the blacklist is refused.
+CONTROLLER_CONFIG_NAMES = {"enableElectUncleanMaster": "controllerElectUncleanMaster",
+                           "notifyBrokerRoleChanged": "controllerNotifyBrokerRoleChanged"}
+CONTROLLER_CONFIG_BLACKLIST = {"configBlackList", "configStorePath", "rocketmqHome"}
+
+
+async def update_controller_config(ns: NameServer, who: Any, props: dict[str, str]) -> Answer:
+    if CONTROLLER_CONFIG_BLACKLIST & set(props):
+        return Answer(16, "Can not update config in black list.")
+    changes = {CONTROLLER_CONFIG_NAMES[k]: v for k, v in props.items() if k in CONTROLLER_CONFIG_NAMES}
+    if changes:
+        await ns.update_config(who, changes)
+    else:
+        ns.access.require(who, Role.ADMIN)
+    return Answer()
+
+
 def controller_of(ns: NameServer) -> Controller:
     """The worker's controller, on the NameServer's Redis and key prefix (built on first use)."""
     c = _controllers.get(ns)
     if c is None:
         store = ControllerStore(ns.store.redis, prefix=ns.store.keys.prefix)
-        c = _controllers[ns] = Controller(store, unclean=ns.settings.controller_elect_unclean_master,
-                                          notify=ns.settings.controller_notify_broker_role_changed)
+        c = _controllers[ns] = Controller(store, switches=lambda: (ns.settings.controller_elect_unclean_master,
+                                                                  ns.settings.controller_notify_broker_role_changed))
     return c

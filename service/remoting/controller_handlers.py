@@ -14,8 +14,9 @@ import os
 from typing import Any
 
 from service.core.access import Role
-from service.core.controller import NOTIFIERS, Answer, controller_of
+from service.core.controller import NOTIFIERS, Answer, controller_of, update_controller_config
 from service.remoting import fastjson
+from service.remoting.bodies import BodyError, parse_properties
 from service.remoting.codec import RemotingCommand, encode
 from service.remoting.handlers import HANDLERS, Call, Reply, handles
 
@@ -29,6 +30,7 @@ GET_REPLICA_INFO = 1004
 GET_METADATA_INFO = 1005
 GET_SYNC_STATE_DATA = 1006
 NOTIFY_BROKER_ROLE_CHANGED = 1008
+UPDATE_CONTROLLER_CONFIG = 1009
 GET_CONTROLLER_CONFIG = 1010
 CLEAN_BROKER_DATA = 1011
 GET_NEXT_BROKER_ID = 1012
@@ -202,6 +204,19 @@ async def get_controller_config(call: Call) -> Reply:
              "notifyBrokerRoleChanged": s.controller_notify_broker_role_changed}
     text = "".join(f"{k}={_text(v)}\n" for k, v in sorted(props.items()))
     return Reply(body=text.encode())
+
+
+@controller_handler(UPDATE_CONTROLLER_CONFIG)
+async def update_controller_config_handler(call: Call) -> Reply:
+    """mqadmin updateControllerConfig: enableElectUncleanMaster and notifyBrokerRoleChanged become runtime switches
+    of every worker (admin only); Java's blacklist is refused; other names change nothing."""
+    if not call.cmd.body:
+        return Reply()
+    try:
+        props = parse_properties(call.cmd.body.decode("utf-8"))
+    except (BodyError, UnicodeDecodeError):
+        return Reply(1, "string2Properties error")
+    return _reply(await update_controller_config(call.ns, call.who, props))
 
 
 _namesrv_heartbeat = HANDLERS[BROKER_HEARTBEAT]

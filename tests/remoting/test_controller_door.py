@@ -169,3 +169,29 @@ async def test_master_loss_is_re_elected_once_by_the_workers_scans_and_announced
         assert await controller_scan(door.ns) == []  # nothing left to do
     finally:
         await slave.stop()
+
+
+async def test_update_controller_config_switches_unclean_election_for_every_worker(make_door):
+    """mqadmin updateControllerConfig enableElectUncleanMaster=true: a set whose SyncStateSet has no live member
+    can then elect an out-of-sync replica; the blacklist is refused."""
+    from service.core.controller import controller_of
+
+    door = await make_door(controller="true")
+    c = await door.client()
+    await boot(c, 1, "127.0.0.1:1")
+    await boot(c, 2, "127.0.0.1:2")
+    assert (await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 1})).code == 0
+    await c.request(904, {"clusterName": "C", "brokerName": "b", "brokerAddr": "127.0.0.1:1", "brokerId": 1,
+                          "heartbeatTimeoutMills": 1})  # the master (the SyncStateSet's only member) is gone
+    designate = {"clusterName": "C", "brokerName": "b", "brokerId": 2, "designateElect": True}
+    async with asyncio.timeout(5):  # until the Redis clock passes that 1 ms deadline
+        while 1 in (await controller_of(door.ns).store.group("b")).alive:
+            await asyncio.sleep(0)
+    r = await c.request(1002, designate)
+    assert r.code == 2012  # broker 2 is not in the SyncStateSet: no unclean election by default
+    r = await c.request(1009, body=b"configStorePath=/tmp/x\n")
+    assert (r.code, r.remark) == (16, "Can not update config in black list.")
+    assert (await c.request(1009, body=b"enableElectUncleanMaster=true\nscanNotActiveBrokerInterval=1\n")).code == 0
+    assert b"enableElectUncleanMaster=true" in (await c.request(1010)).body
+    r = await c.request(1002, designate)
+    assert r.code == 0 and r.ext_fields["masterBrokerId"] == "2" and r.ext_fields["masterEpoch"] == "2"
