@@ -5,6 +5,7 @@ door encodes the answers (service/remoting/controller_handlers.py). Protocol: do
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,23 @@ def member_group(g: GroupView) -> dict[str, Any]:
     return {"brokerAddrs": dict(sorted(g.replicas.items())), "brokerName": g.name, "cluster": g.cluster}
 
 
+ELECTION_RESULTS = {SUCCESS: "new_master_elected", MASTER_STILL_EXIST: "keep_current_master",
+                    MASTER_NOT_AVAILABLE: "no_master_elected", ELECT_MASTER_FAILED: "no_master_elected",
+                    -1: "already_elected"}  # Java's election_result labels, and ours for a based-on epoch passed
+
+
+class ControllerMetrics:
+    """Elections counted by result (as the Java controller's election_total) and timed, on the worker's registry."""
+
+    def __init__(self, registry: Any) -> None:
+        from prometheus_client import Counter, Histogram
+
+        self.elections = Counter("namesrv_controller_elections_total", "controller master elections by result",
+                                 ["trigger", "result"], registry=registry)
+        self.election_seconds = Histogram("namesrv_controller_election_seconds", "controller election duration",
+                                          registry=registry)
+
+
 class Controller:
     """The controller of one registry; every worker has one and any of them answers any request."""
 
@@ -65,6 +83,7 @@ class Controller:
         self.store = store
         self._fixed = (unclean, notify)
         self._switches = switches  # (unclean, notify) read per request: runtime switches shared through Redis
+        self.metrics: ControllerMetrics | None = None
 
     @property
     def unclean(self) -> bool:
@@ -166,8 +185,13 @@ class Controller:
 
     async def elect_master(self, cluster: str, name: str, broker_id: int | None, designate: bool = False,
                            based_on_epoch: int | None = None) -> Answer:
+        started = time.perf_counter()
         r = await self.store.elect_master(name, broker_id, designate=designate, unclean=self.unclean,
                                           based_on_epoch=based_on_epoch)
+        if self.metrics is not None and r.code in ELECTION_RESULTS:
+            trigger = "admin" if designate else "controller" if broker_id in (None, CONTROLLER_TRIGGER) else "broker"
+            self.metrics.elections.labels(trigger=trigger, result=ELECTION_RESULTS[r.code]).inc()
+            self.metrics.election_seconds.observe(time.perf_counter() - started)
         return self.election_answer(name, r)
 
     def election_answer(self, name: str, r: Reply) -> Answer:
@@ -258,4 +282,5 @@ def controller_of(ns: NameServer) -> Controller:
         store = ControllerStore(ns.store.redis, prefix=ns.store.keys.prefix)
         c = _controllers[ns] = Controller(store, switches=lambda: (ns.settings.controller_elect_unclean_master,
                                                                   ns.settings.controller_notify_broker_role_changed))
+        c.metrics = ControllerMetrics(ns.metrics.registry)
     return c

@@ -167,6 +167,11 @@ async def test_master_loss_is_re_elected_once_by_the_workers_scans_and_announced
                     break
                 await slave.got.wait()
         assert await controller_scan(door.ns) == []  # nothing left to do
+        text = door.ns.metrics.render().decode()
+        metrics = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+                   if line.startswith("namesrv_controller_elections_total{")}
+        assert metrics.get('namesrv_controller_elections_total{result="new_master_elected",trigger="controller"}') \
+            == 1.0, metrics
     finally:
         await slave.stop()
 
