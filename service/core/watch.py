@@ -33,7 +33,7 @@ KEEPALIVE_SLICE = 100  # streams given a keep-alive per event-loop turn (a chang
 
 
 class Watch:
-    """One long-poll or stream: its topics, those changed since it last looked, and the event that wakes it."""
+    """One long-poll: its topics, those changed since it last looked, and the event that wakes it."""
 
     __slots__ = ("topics", "client", "dirty", "everything", "wake")
 
