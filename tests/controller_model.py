@@ -164,9 +164,9 @@ class ControllerModel:
             return self.reply(2001, name, now)
         for bid in sorted(new):  # a HashSet<Long> of small ids iterates in ascending order
             if bid not in r.ids:
-                return self.reply(2003, name, now)
+                return self.reply(2003, name, now, bid)
             if not self.alive(r.cluster, name, bid, now):
-                return self.reply(2006, name, now)
+                return self.reply(2006, name, now, bid)
         if s.master not in new:
             return self.reply(2013, name, now)
         s.sss, s.sss_epoch = new, s.sss_epoch + 1

@@ -14,10 +14,11 @@
     5 syncStateSetEpoch of the request body
     6 the proposed SyncStateSet, "1,2,3"
   Returns:
-    {code, newSyncStateSetEpoch, view...}, codes checked in Java's order: 2013 unknown set; 2013 set unchanged;
-    2002 CONTROLLER_INVALID_MASTER (no master, or another); 2000 CONTROLLER_FENCED_MASTER_EPOCH;
-    2001 CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH; 2003 CONTROLLER_INVALID_REPLICAS (an id that is no replica);
-    2006 CONTROLLER_BROKER_NOT_ALIVE; 2013 the new set lacks the master; 0 = altered (epoch + 1)
+    {code, extra, view...}: extra = the new SyncStateSet epoch on 0, the offending brokerId on 2003/2006.
+    Codes, checked in Java's order: 2013 unknown set; 2013 set unchanged; 2002 CONTROLLER_INVALID_MASTER (no master,
+    or another); 2000 CONTROLLER_FENCED_MASTER_EPOCH; 2001 CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH; 2003
+    CONTROLLER_INVALID_REPLICAS (an id that is no replica); 2006 CONTROLLER_BROKER_NOT_ALIVE; 2013 the new set lacks
+    the master; 0 = altered (epoch + 1)
   Side effects:
     On 0: sss := the new set, sepoch += 1. Publishes nothing.
 ]]
@@ -51,8 +52,8 @@ local ids = {}
 for id in pairs(new) do ids[#ids + 1] = id end
 table.sort(ids)
 for _, id in ipairs(ids) do
-  if rcall("HEXISTS", kr, ctl_id(id)) == 0 then return answer(2003, 0) end
-  if not ctl_alive(K.alive, g[1], name, id, now) then return answer(2006, 0) end
+  if rcall("HEXISTS", kr, ctl_id(id)) == 0 then return answer(2003, id) end
+  if not ctl_alive(K.alive, g[1], name, id, now) then return answer(2006, id) end
 end
 if not new[tonumber(g[2])] then return answer(2013, 0) end
 local epoch = tonumber(g[5]) + 1

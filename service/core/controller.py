@@ -48,6 +48,11 @@ class Answer:
     notify: list[str] = field(default_factory=list)  # broker addresses to send NOTIFY_BROKER_ROLE_CHANGED
 
 
+def _java(v: Any) -> str:
+    """A value as Java's String.format prints it (null for None)."""
+    return "null" if v is None else str(v)
+
+
 def sync_state_set_body(g: GroupView | None) -> dict[str, Any]:
     if g is None:
         return {"syncStateSet": [], "syncStateSetEpoch": 0}
@@ -163,7 +168,7 @@ class Controller:
             return Answer(header={"newSyncStateSetEpoch": r.extra}, body=sync_state_set_body(g))
         remark = {
             INVALID_MASTER: f"Rejecting alter syncStateSet request because the current leader is:"
-                            f"{{{g.master if g else None}}}, not {{{master_id}}}",
+                            f"{{{_java(g.master if g else None)}}}, not {{{_java(master_id)}}}",
             FENCED_MASTER_EPOCH: f"Rejecting alter syncStateSet request because the current master epoch is:"
                                  f"{{{g.master_epoch if g else 0}}}, not {{{master_epoch}}}",
             FENCED_SYNC_STATE_SET_EPOCH: f"Rejecting alter syncStateSet request because the current syncStateSet "
@@ -179,7 +184,7 @@ class Controller:
                 remark = (f"Rejecting alter syncStateSet request because the newSyncStateSet don't contains origin "
                           f"leader {{{g.master}}}")
         elif remark is None:
-            remark = f"Rejecting alter syncStateSet request because a replica of {sorted(new_set)} " + (
+            remark = f"Rejecting alter syncStateSet request because the replicas {{{r.extra}}} " + (
                 "don't exist" if r.code == 2003 else "don't alive")
         return Answer(r.code, remark, header={"newSyncStateSetEpoch": 0})
 

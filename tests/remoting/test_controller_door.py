@@ -80,6 +80,13 @@ async def test_a_broker_set_boots_elects_and_is_re_elected_by_admin(make_door):
         r = await c.request(1001, {"brokerName": "b", "masterBrokerId": 1, "masterEpoch": 1},
                             fastjson.dumps({"syncStateSet": [1, 2], "syncStateSetEpoch": 1}))
         assert r.code == 2001
+        r = await c.request(1001, {"brokerName": "b", "masterBrokerId": 1, "masterEpoch": 1},
+                            fastjson.dumps({"syncStateSet": [1, 9], "syncStateSetEpoch": 2}))
+        assert (r.code, r.remark) == (2003, "Rejecting alter syncStateSet request because the replicas {9} don't exist")
+        r = await c.request(1001, {"brokerName": "b", "masterEpoch": 1},
+                            fastjson.dumps({"syncStateSet": [2], "syncStateSetEpoch": 2}))
+        assert (r.code, r.remark) == (2002, "Rejecting alter syncStateSet request because the current leader is:{1}, "
+                                            "not {null}")
         # a slave's periodic replica info
         r = await c.request(1004, {"brokerName": "b"})
         assert r.code == 0 and r.ext_fields["masterAddress"] == addrs[1]
