@@ -1,0 +1,99 @@
+"""Issue 23 with stock RocketMQ 5.5.0 brokers: a group of three in controller mode whose `controllerAddr` and
+`namesrvAddr` name two of our workers (NAMESRV_CONTROLLER=true, one Redis). The brokers get their ids from us,
+one elects itself master and the others follow it; mqadmin reads the controller's view from us; kill -9 of the
+master hands the group to a replica of the SyncStateSet, the routes show it, the producer carries on and no
+acknowledged message is missing at the consumer; the old master, restarted, rejoins as a slave under a newer
+epoch. Apache's controller in the same scenario: benchmarks/controller_failover.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.interop import rocketmq as rmq
+from tests.interop.conftest import OurNameServer, native
+from tests.interop.controller import in_sync, kill_master, registered_addrs, route_master, start_group
+from tests.redis_server import RedisServer
+
+pytestmark = [pytest.mark.interop, pytest.mark.integration]
+
+GROUP, CLUSTER, TOPIC = "broker-ctl", "CtlCluster", "CtlTopic"
+
+
+@pytest.fixture(scope="module")
+def group():
+    if not rmq.built():
+        rmq.build()
+    server = RedisServer().start()
+    ours = OurNameServer(server.url, "ctl", {"controller": "true"}).start()
+    root = rmq.temp_root("interop-controller-")
+    brokers = start_group(rmq.LINE5, root, CLUSTER, GROUP, ours.addrs, ours.addrs)
+    ports = [p.remoting_port for p in ours.procs]
+    try:
+        rmq.wait_until(lambda: len(registered_addrs(ports[0], GROUP)) == 3 and 0 in registered_addrs(ports[0], GROUP),
+                       120, "three brokers registered, one of them master")
+        yield ours, brokers, ports, rmq.Clients(rmq.LINE5, root)
+    finally:
+        rmq.stop_all(brokers)
+        ours.stop()
+        server.cleanup()
+
+
+def replica_info(ports: list[int]) -> dict:
+    reply = native(ports[0], 1004, {"brokerName": GROUP})
+    assert reply.code == 0, reply.remark
+    return reply.ext_fields
+
+
+def test_brokers_boot_through_our_controller_and_mqadmin_reads_it(group):
+    ours, brokers, ports, clients = group
+    addrs = registered_addrs(ports[1], GROUP)  # the other worker sees the same
+    assert sorted(addrs.values()) == sorted(b.addr for b in brokers)
+    info = replica_info(ports)
+    assert info["masterAddress"] == addrs[0] and int(info["masterEpoch"]) >= 1
+    rmq.wait_until(lambda: len(in_sync(ports, GROUP)) == 3, 60, "every replica in the SyncStateSet")
+    out = clients.mqadmin([["getControllerMetaData", "-a", ours.addr(0)],
+                           ["getSyncStateSet", "-a", ours.addr(1), "-b", GROUP],
+                           ["getBrokerEpoch", "-n", ours.addrs, "-b", GROUP]])
+    assert ours.addr(0) in out[0], out[0]  # every worker answers as the leader at the address it was reached
+    for b in brokers:
+        assert b.addr in out[1], out[1]
+    assert f"masterAddress: {addrs[0]}" in out[1] or addrs[0] in out[1], out[1]
+    assert "epoch" in out[2].lower(), out[2]
+
+
+def test_kill_9_of_the_master_fails_over_to_an_in_sync_replica_and_loses_nothing(group):
+    ours, brokers, ports, clients = group
+    out = clients.mqadmin([["updateTopic", "-n", ours.addrs, "-c", CLUSTER, "-t", TOPIC, "-r", "4", "-w", "4"]])
+    assert "success" in out[0], out[0]
+    producer = clients.producer(ours.addrs, TOPIC, 100_000, **{"interval-ms": 20, "timeout-s": 300,
+                                                               "poll-ms": 1000, "retry-ms": 50}).wait_started()
+    consumer = clients.consumer(ours.addrs, TOPIC, "ctl_consumer").wait_started()
+    try:
+        rmq.wait_until(lambda: len(in_sync(ports, GROUP)) == 3, 60, "every replica in the SyncStateSet")
+        epoch_before = int(replica_info(ports)["masterEpoch"])
+        synced = in_sync(ports, GROUP)
+        time.sleep(2)
+        f = kill_master(brokers, ports[0], TOPIC, producer, timeout=90)
+        assert f.new_master in synced and f.new_master != f.killed
+        assert route_master(ports[1], TOPIC) == f.new_master  # both workers route to it
+        info = replica_info(ports)
+        assert info["masterAddress"] == f.new_master and int(info["masterEpoch"]) > epoch_before
+        victim = next(b for b in brokers if b.addr == f.killed)
+        victim.restart()
+        rmq.wait_until(lambda: f.killed in registered_addrs(ports[0], GROUP).values(), 120,
+                       "the old master registered again")
+        addrs = registered_addrs(ports[0], GROUP)
+        assert addrs[0] == f.new_master and f.killed in {a for i, a in addrs.items() if i != 0}
+        assert int(replica_info(ports)["masterEpoch"]) == int(info["masterEpoch"])  # it did not take over
+        time.sleep(2)
+    finally:
+        producer.proc.signal_stop()
+        producer.proc.wait_stopped(30)
+    acked = producer.acked()
+    assert len(acked) > 100
+    rmq.wait_until(lambda: set(acked) <= set(consumer.received()), 120, "every acknowledged message consumed")
+    consumer.stop()
+    print(f"failover through our controller: {f}")
