@@ -96,7 +96,8 @@ def controller_handler(code: int, *, write: bool = False):
 
 @controller_handler(GET_METADATA_INFO)
 async def get_metadata(call: Call) -> Reply:
-    """Every worker is "the leader": later requests go to the address this connection reached."""
+    """Every worker is "the leader": later requests go to the advertised address, or the one this connection
+    reached."""
     addr = _local_address(call)
     me = f"{os.getpid()}"
     return Reply(ext={"group": call.ns.settings.key_prefix, "controllerLeaderId": me,
@@ -104,6 +105,11 @@ async def get_metadata(call: Call) -> Reply:
 
 
 def _local_address(call: Call) -> str:
+    """The first advertised address when set (behind a Service or load balancer: any worker answers), else the
+    local address of this connection."""
+    advertised = [a.strip() for a in call.ns.settings.advertised_addrs.split(";") if a.strip()]
+    if advertised:
+        return advertised[0]
     transport = getattr(call.connection, "transport", None)
     sock = transport.get_extra_info("sockname") if transport is not None else None
     if isinstance(sock, tuple) and len(sock) >= 2:

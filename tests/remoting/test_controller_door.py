@@ -133,6 +133,13 @@ async def test_a_broker_id_taken_by_another_broker_is_refused(make_door):
     assert r.code == 0 and r.remark != "Heart beat success"
 
 
+async def test_metadata_names_the_advertised_address_when_there_is_one(make_door):
+    door = await make_door(controller="true", advertised_addrs="nsrv.example.svc:9876;other:9876")
+    c = await door.client()
+    r = await c.request(1005)
+    assert r.ext_fields["controllerLeaderAddress"] == "nsrv.example.svc:9876"
+
+
 async def test_controller_codes_are_not_supported_when_off(door):
     c = await door.client()
     r = await c.request(1005)
