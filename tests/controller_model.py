@@ -47,6 +47,7 @@ class Live:  # BrokerLiveInfo
     max_offset: int
     confirm_offset: int
     priority: int
+    conn: str = ""
 
 
 class ControllerModel:
@@ -78,7 +79,7 @@ class ControllerModel:
     # -------------------------------------------------------------- heartbeat manager
 
     def heartbeat(self, cluster, name, bid, addr, timeout=None, epoch=None, max_offset=None, confirm_offset=None,
-                  priority=None, *, now: int) -> bool:
+                  priority=None, conn: str = "", *, now: int) -> bool:
         key = (cluster, name, bid)
         e = -1 if epoch is None else epoch
         off = -1 if max_offset is None else max_offset
@@ -87,9 +88,10 @@ class ControllerModel:
         p = INT_MAX if priority is None else priority
         prev = self.live.get(key)
         if prev is None:
-            self.live[key] = Live(addr, now, t, e, off, conf, p)
+            self.live[key] = Live(addr, now, t, e, off, conf, p, conn)
             return True
         prev.last, prev.timeout, prev.priority = now, t, p
+        prev.conn = conn  # ours: the latest connection (Java keeps the first channel; see ctlHeartbeat-1.lua)
         prev.addr = addr  # ours keeps the latest address (Java keeps the first; nothing reads it for rules)
         if e > prev.epoch or (e == prev.epoch and off > prev.max_offset):
             prev.epoch, prev.max_offset, prev.confirm_offset = e, off, conf
@@ -108,6 +110,22 @@ class ControllerModel:
                 seen.add(name)
                 elect.append((name, self.sync[name].master_epoch))
         return len(due) == batch, expired, elect
+
+    def drop_connection(self, conn: str, members):
+        """BrokerHousekeepingService.onChannelClose: the entries whose (latest) connection it was end, and
+        onBrokerInactive names the sets whose master that was."""
+        dropped, elect, seen = [], [], set()
+        for key in members:
+            info = self.live.get(key)
+            if info is None or info.conn != conn:
+                continue
+            del self.live[key]
+            dropped.append(key)
+            _, name, bid = key
+            if name not in seen and name in self.sync and self.sync[name].master == bid:
+                seen.add(name)
+                elect.append((name, self.sync[name].master_epoch))
+        return dropped, elect
 
     def inactive_masters(self, now: int) -> list[tuple[str, int]]:
         """scanNeedReelectBrokerSets."""

@@ -15,11 +15,14 @@
     8 maxOffset ("" = -1)
     9 confirmOffset ("" = -1)
     10 electionPriority ("" = 2147483647)
+    11 connection id the heartbeat came on ("" = none): a close of that connection ends the liveness
   Returns:
     1 when a new liveness entry was made, 0 when an existing one was refreshed
   Side effects:
     alive score := now + timeout; ctl:h:<member> holds addr, timeout, prio (always replaced) and epoch, off,
-    conf (replaced only when epoch is newer, or equal with a larger maxOffset: election data never goes back).
+    conf (replaced only when epoch is newer, or equal with a larger maxOffset: election data never goes back), conn
+    (the latest connection; Java keeps the first channel, but with several workers a broker's live connection is the
+    one it heartbeats on now).
     The broker need not be known to the controller (as in Java). Publishes nothing.
 ]]
 local rcall = redis.call
@@ -49,6 +52,6 @@ if not old[1] then
 elseif epoch > tonumber(old[1]) or (epoch == tonumber(old[1]) and off > tonumber(old[2])) then
   rcall("HSET", kh, "epoch", epoch, "off", off, "conf", conf)
 end
-rcall("HSET", kh, "addr", ARGV[5], "timeout", timeout, "prio", prio)
+rcall("HSET", kh, "addr", ARGV[5], "timeout", timeout, "prio", prio, "conn", ARGV[11] or "")
 rcall("ZADD", K.alive, now + timeout, member)
 return created

@@ -99,12 +99,13 @@ class Controller:
         return (self._switches or (lambda: self._fixed))()[1]
 
     async def heartbeat(self, cluster: str, name: str, addr: str, broker_id: int | None, *, timeout_ms=None,
-                        epoch=None, max_offset=None, confirm_offset=None, election_priority=None) -> Answer:
+                        epoch=None, max_offset=None, confirm_offset=None, election_priority=None,
+                        connection: str = "") -> Answer:
         if broker_id is None:
             return Answer(INVALID_REQUEST, "Heart beat with empty brokerId")
         await self.store.heartbeat(cluster, name, broker_id, addr, timeout_ms=timeout_ms, epoch=epoch,
                                    max_offset=max_offset, confirm_offset=confirm_offset,
-                                   election_priority=election_priority)
+                                   election_priority=election_priority, connection=connection)
         return Answer(SUCCESS, "Heart beat success")
 
     async def next_broker_id(self, cluster: str, name: str) -> Answer:
@@ -255,11 +256,25 @@ async def controller_scan(ns: NameServer, *, batch: int = 200, scan_inactive: bo
     if scan_inactive:
         for name, epoch in await c.store.inactive_masters():
             answers.append(await c.elect_master("", name, CONTROLLER_TRIGGER, based_on_epoch=epoch))
+    _announce(answers)
+    return answers
+
+
+async def connection_closed(ns: NameServer, connection: str, members: list[tuple[str, str, int]]) -> list[Answer]:
+    """A broker's connection closed (Java's BrokerHousekeepingService): the brokers whose latest heartbeat came on
+    it are no longer alive, and a master among them is re-elected now, based on the epoch it had."""
+    c = controller_of(ns)
+    _, elect = await c.store.drop_connection(connection, members)
+    answers = [await c.elect_master("", name, CONTROLLER_TRIGGER, based_on_epoch=epoch) for name, epoch in elect]
+    _announce(answers)
+    return answers
+
+
+def _announce(answers: list[Answer]) -> None:
     for a in answers:
         if a.code == SUCCESS:
             for notify in NOTIFIERS:
                 notify(a)
-    return answers
 
 
 # UPDATE_CONTROLLER_CONFIG: the Java controller's names of the switches we have; other known names are accepted

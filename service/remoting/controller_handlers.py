@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import weakref
 from typing import Any
 
 from service.core.access import Role
-from service.core.controller import NOTIFIERS, Answer, controller_of, update_controller_config
+from service.core.controller import NOTIFIERS, Answer, connection_closed, controller_of, update_controller_config
+from service.errors import NamesrvError
 from service.remoting import fastjson
 from service.remoting.bodies import BodyError, parse_properties
 from service.remoting.codec import RemotingCommand, encode
@@ -239,11 +241,37 @@ async def broker_heartbeat(call: Call) -> Reply:
     refused = _refused(call, cluster)
     if refused is not None:
         return refused
+    name = call.ext("brokerName") or ""
+    conn = call.connection
     answer = await controller_of(call.ns).heartbeat(
-        cluster, call.ext("brokerName") or "", call.ext("brokerAddr") or "", bid,
+        cluster, name, call.ext("brokerAddr") or "", bid, connection=getattr(conn, "id", ""),
         timeout_ms=_int(call, "heartbeatTimeoutMills"), epoch=_int(call, "epoch"), max_offset=_int(call, "maxOffset"),
         confirm_offset=_int(call, "confirmOffset"), election_priority=_int(call, "electionPriority"))
+    if answer.code == 0 and conn is not None:
+        _on_connection.setdefault(conn, set()).add((cluster, name, bid))
     return _reply(answer)
+
+
+# ---------------------------------------------------------------- a broker's connection closes
+
+_on_connection: weakref.WeakKeyDictionary[Any, set[tuple[str, str, int]]] = weakref.WeakKeyDictionary()
+
+
+def connection_lost(server: Any, conn: Any) -> None:
+    """Called by the server when a connection closes (not when the worker stops on purpose): the brokers that
+    heartbeated on it lose their liveness now, and a master among them is re-elected (BrokerHousekeepingService)."""
+    members = _on_connection.pop(conn, None)
+    if members and server.ns.settings.controller:
+        server._track(asyncio.get_running_loop().create_task(_dropped(server.ns, conn, sorted(members))))
+
+
+async def _dropped(ns: Any, conn: Any, members: list[tuple[str, str, int]]) -> None:
+    try:
+        answers = await connection_closed(ns, conn.id, members)
+        log.info("controller: connection %s closed; re-elected %s", conn.id,
+                 [a.header.get("masterBrokerId") for a in answers if a.code == 0] or "none")
+    except NamesrvError as exc:  # Redis down: the heartbeat timeout does it later
+        log.warning("controller: connection %s closed, liveness of %s kept: %s", conn.id, members, exc.message)
 
 
 # ---------------------------------------------------------------- NOTIFY_BROKER_ROLE_CHANGED

@@ -34,7 +34,7 @@ from service.config import Settings
 from service.core import NameServer, Principal, RegistrationMemo
 from service.errors import RMQ_REQUEST_CODE_NOT_SUPPORTED, RMQ_SYSTEM_BUSY, RMQ_SYSTEM_ERROR, NamesrvError
 from service.metrics import RemotingStats
-from service.remoting import codes, controller_handlers  # noqa: F401  (controller_handlers: registers codes)
+from service.remoting import codes, controller_handlers  # controller_handlers registers its codes on import
 from service.remoting.codec import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -315,6 +315,8 @@ class RemotingServer:
         self.connections.discard(conn)
         reason = conn.close_reason if exc is None else "error"
         self.stats.closes[reason] += 1
+        if not self.stopping:
+            controller_handlers.connection_lost(self, conn)
         if conn.members and not self.stopping:
             members = sorted(conn.members)
             self._track(self.loop.create_task(self._forget(conn, members, reason)))

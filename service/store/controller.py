@@ -178,10 +178,11 @@ class ControllerStore:
     async def heartbeat(self, cluster: str, name: str, broker_id: int, addr: str, *,
                         timeout_ms: int | None = None, epoch: int | None = None, max_offset: int | None = None,
                         confirm_offset: int | None = None, election_priority: int | None = None,
-                        now: int | None = None) -> bool:
+                        connection: str = "", now: int | None = None) -> bool:
         """BROKER_HEARTBEAT with a brokerId. True when this made a new liveness entry."""
         out = await self._run("ctlHeartbeat", _now(now), cluster, name, int(broker_id), addr, _opt(timeout_ms),
-                              _opt(epoch), _opt(max_offset), _opt(confirm_offset), _opt(election_priority))
+                              _opt(epoch), _opt(max_offset), _opt(confirm_offset), _opt(election_priority),
+                              connection)
         return bool(int(out))
 
     async def apply_broker_id(self, cluster: str, name: str, broker_id: int, check_code: str, *,
@@ -232,12 +233,17 @@ class ControllerStore:
                      ) -> tuple[bool, list[tuple[str, str, int]], list[tuple[str, int]]]:
         """One batch of heartbeat expiry: (more, expired (cluster, name, id), sets to elect (name, masterEpoch))."""
         more, members, elect = await self._run("ctlExpire", _now(now), int(batch))
-        expired = []
-        for m in members:
-            cluster, rest = m.split("|", 1)
-            name, bid = rest.rsplit("|", 1)
-            expired.append((cluster, name, int(bid)))
+        expired = [_member(m) for m in members]
         return bool(int(more)), expired, [(elect[i], int(elect[i + 1])) for i in range(0, len(elect), 2)]
+
+    async def drop_connection(self, connection: str, members: Sequence[tuple[str, str, int]]
+                              ) -> tuple[list[tuple[str, str, int]], list[tuple[str, int]]]:
+        """A connection closed: (members whose liveness ended, sets to elect (name, masterEpoch))."""
+        if not members:
+            return [], []
+        dropped, elect = await self._run("ctlDropConnection", connection,
+                                         *(f"{c}|{n}|{int(b)}" for c, n, b in members))
+        return [_member(m) for m in dropped], [(elect[i], int(elect[i + 1])) for i in range(0, len(elect), 2)]
 
     async def inactive_masters(self, *, page: int = 200, now: int | None = None) -> list[tuple[str, int]]:
         """Every set whose master is dead while another replica lives: (name, masterEpoch), all pages."""
@@ -247,6 +253,12 @@ class ControllerStore:
             found += [(out[i], int(out[i + 1])) for i in range(0, len(out), 2)]
             if str(cursor) == "0":
                 return found
+
+
+def _member(m: str) -> tuple[str, str, int]:
+    cluster, rest = m.split("|", 1)
+    name, bid = rest.rsplit("|", 1)
+    return cluster, name, int(bid)
 
 
 def parse_clean_ids(ids: str | None) -> str:

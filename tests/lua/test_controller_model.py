@@ -29,6 +29,7 @@ NAMES = ["b0", "b1"]
 IDS = [1, 2, 3, 4]
 ADDRS = [f"10.0.0.{i}:10911" for i in range(1, 6)]
 WORKERS = 3
+CONNS = ["", "conn-a", "conn-b", "conn-c"]  # the connection a heartbeat came on ("" = unknown)
 
 ids = st.sampled_from(IDS)
 opt_int = st.none() | st.integers(0, 3)
@@ -45,6 +46,7 @@ def make_machine(connect):
             self.model = ControllerModel()
             self.unclean = unclean
             self.now = 1_000_000
+            self.on_conn: dict[str, set[tuple[str, str, int]]] = {}  # what each connection heartbeated, as the door
             self.masters: dict[tuple[str, int, int], int] = {}  # (set, incarnation, masterEpoch) -> master
             self.incarnation = {n: 0 for n in NAMES}
             self.last_epochs: dict[str, tuple[int, int]] = {}
@@ -81,11 +83,25 @@ def make_machine(connect):
 
         @rule(w=st.integers(0, 2), c=st.sampled_from(CLUSTERS), n=st.sampled_from(NAMES), bid=ids,
               a=st.sampled_from(ADDRS), timeout=st.sampled_from([None, 3_000, 10_000]), epoch=opt_int,
-              off=st.none() | st.sampled_from([0, 100, 200]), prio=st.none() | st.integers(1, 3))
-        def heartbeat(self, w, c, n, bid, a, timeout, epoch, off, prio):
+              off=st.none() | st.sampled_from([0, 100, 200]), prio=st.none() | st.integers(1, 3),
+              conn=st.sampled_from(CONNS))
+        def heartbeat(self, w, c, n, bid, a, timeout, epoch, off, prio, conn=""):
             got = self.run(self.store(w).heartbeat(c, n, bid, a, timeout_ms=timeout, epoch=epoch, max_offset=off,
-                                                   confirm_offset=off, election_priority=prio, now=self.now))
-            assert got == self.model.heartbeat(c, n, bid, a, timeout, epoch, off, off, prio, now=self.now)
+                                                   confirm_offset=off, election_priority=prio, connection=conn,
+                                                   now=self.now))
+            assert got == self.model.heartbeat(c, n, bid, a, timeout, epoch, off, off, prio, conn, now=self.now)
+            if conn:
+                self.on_conn.setdefault(conn, set()).add((c, n, bid))
+
+        @rule(w=st.integers(0, 2), conn=st.sampled_from(CONNS[1:]), racers=st.integers(1, WORKERS))
+        def connection_closes(self, w, conn, racers):
+            """A broker's connection closes (kill -9): what heartbeated on it, and still does, is no longer alive;
+            a master among them is re-elected at once by the closing worker (and maybe racing others)."""
+            members = sorted(self.on_conn.pop(conn, set()))
+            dropped, elect = self.run(self.store(w).drop_connection(conn, members))
+            assert (dropped, elect) == self.model.drop_connection(conn, members)
+            event(f"connection close ends {len(dropped)} and names {len(elect)} master(s)")
+            self.reelect(w, elect, racers)
 
         @rule(w=st.integers(0, 2), c=st.sampled_from(CLUSTERS), n=st.sampled_from(NAMES),
               bid=st.none() | ids, a=st.sampled_from(ADDRS), stamp=st.integers(0, 1))
@@ -196,20 +212,27 @@ def make_machine(connect):
             for bid, addr in sorted((g.replicas if g else {}).items()):
                 if bid != silent:
                     i = (bid - 1) % 4
-                    self.heartbeat(w + bid, g.cluster, n, bid, addr, None, epoch, offs[i], prios[i])
+                    self.heartbeat(w + bid, g.cluster, n, bid, addr, None, epoch, offs[i], prios[i],
+                                   CONNS[1 + i % 3])
 
-        @rule(w=st.integers(0, 2), n=st.sampled_from(NAMES), racers=st.integers(1, WORKERS), scan=st.booleans(),
-              epoch=opt_int, offs=st.lists(st.sampled_from([100, 200]), min_size=4, max_size=4),
+        @rule(w=st.integers(0, 2), n=st.sampled_from(NAMES), racers=st.integers(1, WORKERS),
+              how=st.sampled_from(["expiry", "scan", "close"]), epoch=opt_int,
+              offs=st.lists(st.sampled_from([100, 200]), min_size=4, max_size=4),
               prios=st.lists(st.none() | st.integers(1, 3), min_size=4, max_size=4))
-        def master_dies(self, w, n, racers, scan, epoch, offs, prios):
-            """kill -9 of a set's master: its heartbeats stop, the others go on past every timeout; then an
-            expiry batch (or the inactive-master scan) and the racing re-elections."""
+        def master_dies(self, w, n, racers, how, epoch, offs, prios):
+            """kill -9 of a set's master: its connection closes (when it heartbeated on one), or its heartbeats
+            stop while the others go on past every timeout and an expiry batch or the inactive-master scan finds
+            it; then the racing re-elections."""
             g = self.model.view(n, self.now)
             if g is None or g.master is None:
                 return
+            live = self.model.live.get((g.cluster, n, g.master))
+            if how == "close" and live is not None and live.conn:
+                self.connection_closes(w, live.conn, racers)
+                return
             self.now += 10_001  # past every heartbeat timeout the rules use
             self.replicas_heartbeat(w, n, g.master, epoch, offs, prios)
-            if scan:
+            if how == "scan":
                 self.scan_inactive_masters(w, racers)
             else:
                 self.expire_and_reelect(w, 4, racers)

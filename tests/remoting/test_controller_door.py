@@ -214,3 +214,36 @@ async def test_update_controller_config_switches_unclean_election_for_every_work
     assert b"enableElectUncleanMaster=true" in (await c.request(1010)).body
     r = await c.request(1002, designate)
     assert r.code == 0 and r.ext_fields["masterBrokerId"] == "2" and r.ext_fields["masterEpoch"] == "2"
+
+
+async def test_the_masters_connection_closing_re_elects_at_once(make_door):
+    """kill -9 of the master closes its connection: the worker re-elects now (Java's BrokerHousekeepingService),
+    not after the heartbeat timeout (60 s here), and tells the slave."""
+    from service.core.controller import controller_of
+
+    door = await make_door(controller="true")
+    admin = await door.client()
+    master = await door.client()  # the master broker's own connection
+    slave = FakeBroker()
+    slave_addr = await slave.start()
+    try:
+        await boot(admin, 1, "127.0.0.1:1")
+        await boot(admin, 2, slave_addr)
+        await heartbeat(master, 1, "127.0.0.1:1")
+        assert (await admin.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 1})).code == 0
+        body = fastjson.dumps({"syncStateSet": [1, 2], "syncStateSetEpoch": 1})
+        assert (await admin.request(1001, {"brokerName": "b", "masterBrokerId": 1, "masterEpoch": 1}, body)).code == 0
+        await heartbeat(admin, 2, slave_addr)  # the slave's latest heartbeat is on another connection
+        await master.close()
+        async with asyncio.timeout(5):
+            while (g := await controller_of(door.ns).store.group("b")).master != 2:
+                await asyncio.sleep(0.01)
+        assert g.master_epoch == 2 and g.sync_state_set == frozenset({2}) and g.alive == frozenset({2})
+        async with asyncio.timeout(5):
+            while True:
+                slave.got.clear()
+                if any(f.ext_fields.get("masterBrokerId") == "2" for f in slave.frames):
+                    break
+                await slave.got.wait()
+    finally:
+        await slave.stop()
