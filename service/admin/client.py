@@ -118,6 +118,9 @@ class HttpApi:
     def cluster_info(self) -> dict[str, Any]:
         return self.call("GET", "/v1/cluster-info")
 
+    def controller_sets(self, names: list[str] | None = None) -> dict[str, Any]:
+        return self.call("GET", "/v1/controller/broker-sets", query={"names": ",".join(names) if names else None})
+
     def topics(self, kind: str = "all", cluster: str | None = None) -> dict[str, Any]:
         if kind == "cluster":
             return self.call("GET", f"/v1/clusters/{_seg(cluster or '')}/topics")

@@ -124,6 +124,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("key")
     p.add_argument("value")
 
+    p = command("controller", "RocketMQ 5 controller: each broker set's master, epochs and SyncStateSet "
+                              "(mqadmin getSyncStateSet)")
+    p.add_argument("--broker", action="append", metavar="NAME", help="only this broker set (repeatable)")
+
     p = command("skew", "the latest topic load skew report, or the runs before it (ours: no mqadmin equivalent)")
     p.add_argument("--top", type=int, default=10, help="topics listed (default 10)")
     p.add_argument("--history", type=int, nargs="?", const=10, metavar="N",
@@ -364,6 +368,28 @@ def cmd_skew(api: Api, args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def cmd_controller(api: Api, args: argparse.Namespace, out: Out) -> int:
+    if not isinstance(api, HttpApi):
+        raise AdminError(EXIT_USAGE, "controller needs the HTTP door (--server http://…)")
+    data = api.controller_sets(args.broker)
+
+    def human() -> str:
+        if not data.get("enabled"):
+            return "the controller is off (namesrv serve --controller)"
+        lines = [f"{'broker set':<16}{'cluster':<12}{'master':<24}{'epoch':>6}  {'SyncStateSet':<16}{'epoch':>6}  "
+                 "replicas (* alive)"]
+        for g in data["brokerSets"]:
+            master = "-" if g["masterBrokerId"] is None else f"{g['masterBrokerId']} {g['masterAddress'] or '?'}"
+            reps = " ".join(f"{r['brokerId']}{'*' if r['alive'] else ''}" for r in g["replicas"])
+            sss = ",".join(str(i) for i in g["syncStateSet"]) or "-"
+            lines.append(f"{g['brokerName']:<16}{g['clusterName']:<12}{master:<24}{g['masterEpoch']:>6}  {sss:<16}"
+                         f"{g['syncStateSetEpoch']:>6}  {reps}")
+        return "\n".join(lines)
+
+    out.data(data, human)
+    return EXIT_OK if data.get("brokerSets") or not args.broker else EXIT_NOT_FOUND
+
+
 def cmd_watch(api: Api, args: argparse.Namespace, out: Out) -> int:
     """Refresh the live-broker table every --interval: in place on a terminal, one table (or JSON line) after
     another otherwise."""
@@ -409,7 +435,7 @@ def cmd_watch(api: Api, args: argparse.Namespace, out: Out) -> int:
 COMMANDS: dict[str, Callable[[Api, argparse.Namespace, Out], int]] = {
     "clusters": cmd_clusters, "brokers": cmd_brokers, "topics": cmd_topics, "route": cmd_route,
     "delete-topic": cmd_delete_topic, "wipe-write-perm": cmd_wipe_write_perm, "add-write-perm": cmd_add_write_perm,
-    "kv": cmd_kv, "config": cmd_config, "skew": cmd_skew, "watch": cmd_watch,
+    "kv": cmd_kv, "config": cmd_config, "skew": cmd_skew, "watch": cmd_watch, "controller": cmd_controller,
 }
 
 

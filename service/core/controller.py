@@ -161,6 +161,20 @@ class Controller:
                 "syncStateSetEpoch": g.sync_state_set_epoch}
         return Answer(body={"replicasInfoTable": table})
 
+    async def broker_sets(self, names: list[str]) -> list[dict[str, Any]]:
+        """Every known set (or the named ones that exist), for operators: master, epochs, SyncStateSet, replicas."""
+        out = []
+        for name, g in sorted((await self.store.groups(names)).items()):
+            if g is None:
+                continue
+            out.append({"brokerName": name, "clusterName": g.cluster, "masterBrokerId": g.master,
+                        "masterAddress": g.master_address, "masterEpoch": g.master_epoch,
+                        "syncStateSet": sorted(g.sync_state_set), "syncStateSetEpoch": g.sync_state_set_epoch,
+                        "nextBrokerId": g.next_id,
+                        "replicas": [{"brokerId": b, "brokerAddress": a, "alive": b in g.alive,
+                                      "inSync": b in g.sync_state_set} for b, a in sorted(g.replicas.items())]})
+        return out
+
     async def alter_sync_state_set(self, name: str, master_id: int | None, master_epoch: int,
                                    new_set: list[int], sync_state_set_epoch: int) -> Answer:
         r = await self.store.alter_sync_state_set(name, master_id, master_epoch, new_set, sync_state_set_epoch)

@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from service import __version__
+from service.http import controller as ctl
 from service.http import handlers as h
 from service.http import limits, ops
 from service.http import watch as w
@@ -43,6 +44,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/watch", w.watch_routes, "read",
           "Routes of ?topics=a,b as Server-Sent Events: the current ones, then each change (Last-Event-ID resumes)"),
     Route("GET", "/v1/cluster-info", h.cluster_info, "read", "brokerAddrTable and clusterAddrTable", "106"),
+    Route("GET", "/v1/controller/broker-sets", ctl.broker_sets, "read",
+          "RocketMQ 5 controller: each broker set's master, epochs, SyncStateSet and replicas (?names=a,b)", "1006"),
     Route("GET", "/v1/topics", h.all_topics, "read", "All topics", "206"),
     Route("GET", "/v1/clusters/{cluster}/topics", h.cluster_topics, "read", "Topics of a cluster", "224"),
     Route("GET", "/v1/system-topics", h.system_topics, "read", "Cluster and broker names (system topics)", "304"),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
+
 from service.remoting import fastjson
 from service.remoting.codec import FrameDecoder
 
@@ -247,3 +249,35 @@ async def test_the_masters_connection_closing_re_elects_at_once(make_door):
                 await slave.got.wait()
     finally:
         await slave.stop()
+
+
+async def test_operators_see_each_broker_set_over_http_and_namesrv_admin(make_door, capsys):
+    """GET /v1/controller/broker-sets and `namesrv admin controller` (which reads it) show the master, epochs,
+    SyncStateSet and replicas with their liveness."""
+    from service.admin.commands import run
+    from service.cli import build_parser
+
+    door = await make_door(controller="true")
+    c = await door.client()
+    await boot(c, 1, "127.0.0.1:1")
+    await boot(c, 2, "127.0.0.1:2")
+    assert (await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 1})).code == 0
+    resp = await door.http.get("/v1/controller/broker-sets")
+    data = await resp.json()
+    assert resp.status == 200 and data["enabled"] is True
+    (g,) = data["brokerSets"]
+    assert (g["brokerName"], g["clusterName"], g["masterBrokerId"], g["masterAddress"], g["masterEpoch"],
+            g["syncStateSet"], g["syncStateSetEpoch"]) == ("b", "C", 1, "127.0.0.1:1", 1, [1], 1)
+    assert g["replicas"] == [{"brokerId": 1, "brokerAddress": "127.0.0.1:1", "alive": True, "inSync": True},
+                             {"brokerId": 2, "brokerAddress": "127.0.0.1:2", "alive": True, "inSync": False}]
+    url = str(door.http.make_url("/")).rstrip("/")
+    for extra, want in ((["--json"], None), ([], "b               C           1 127.0.0.1:1")):
+        args = build_parser().parse_args(["admin", "--server", url, *extra, "controller"])
+        assert await asyncio.to_thread(run, args, {}) == 0
+        printed = capsys.readouterr().out
+        if want is None:
+            assert orjson.loads(printed) == data
+        else:
+            assert want in printed and "1* 2*" in printed
+    args = build_parser().parse_args(["admin", "--server", url, "controller", "--broker", "nope"])
+    assert await asyncio.to_thread(run, args, {}) == 1
