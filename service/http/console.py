@@ -92,6 +92,7 @@ def segment(value: str) -> str:
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
     ns = request.app[NS]
     context.setdefault("section", "")
+    context.setdefault("controller", ns.settings.controller)
     html = environment().get_template(template).render(
         session=COOKIE in request.cookies and ns.access.reads_protected, **context)
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
@@ -343,6 +344,16 @@ def skew_charts(s: dict[str, Any], runs: list[dict[str, Any]], top: int = 15) ->
             "history_chart": history_chart}
 
 
+async def controller_page(request: web.Request, ns: NameServer, who: Principal) -> web.Response:
+    """RocketMQ 5 controller: each broker set's master, epochs and SyncStateSet, its replicas and their liveness."""
+    from service.core.controller import controller_of
+
+    ns.access.require(who, Role.READ)
+    sets = await controller_of(ns).broker_sets([])
+    return render(request, "controller.html", section="controller", title="Controller", sets=sets,
+                  enabled=ns.settings.controller)
+
+
 async def login_form(request: web.Request, ns: NameServer, who: Principal) -> web.Response:
     if not ns.access.reads_protected:
         return _redirect(PREFIX + "/")
@@ -396,6 +407,7 @@ PAGES: tuple[tuple[str, str, Page], ...] = (
     ("GET", "/kv", kv_page),
     ("GET", "/kv/{namespace}", kv_namespace_page),
     ("GET", "/skew", skew_page),
+    ("GET", "/controller", controller_page),
     ("GET", "/login", login_form),
     ("POST", "/login", login),
     ("POST", "/logout", logout),

@@ -281,3 +281,16 @@ async def test_operators_see_each_broker_set_over_http_and_namesrv_admin(make_do
             assert want in printed and "1* 2*" in printed
     args = build_parser().parse_args(["admin", "--server", url, "controller", "--broker", "nope"])
     assert await asyncio.to_thread(run, args, {}) == 1
+
+
+async def test_the_console_shows_each_broker_set(make_door):
+    door = await make_door(controller="true")
+    c = await door.client()
+    await boot(c, 1, "127.0.0.1:1")
+    assert (await c.request(1002, {"clusterName": "C", "brokerName": "b", "brokerId": 1})).code == 0
+    page = await (await door.http.get("/console/controller")).text()
+    assert 'id="broker-sets"' in page and "127.0.0.1:1" in page and ">Controller</a>" in page
+    row = page.split('id="broker-sets"', 1)[1]
+    assert '<td class="name">b</td><td>C</td>' in row and '<td class="num">1</td>' in row
+    off = await make_door()
+    assert ">Controller</a>" not in await (await off.http.get("/console/")).text()
