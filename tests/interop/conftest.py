@@ -77,6 +77,13 @@ def native(port: int, code: int, ext: dict[str, Any] | None = None, body: bytes 
     return asyncio.run(go())
 
 
+def broker_topics(broker: rmq.Broker) -> set[str]:
+    """The topics a broker holds, asked of the broker itself (GET_ALL_TOPIC_CONFIG, code 21)."""
+    reply = native(broker.port, 21)
+    assert reply.code == 0, (reply.code, reply.remark)
+    return set(fastjson.loads(reply.body)["topicConfigTable"])
+
+
 @dataclass
 class OurNameServer:
     """Our NameServer as a deployment: N single-worker `namesrv serve` processes sharing one Redis registry,

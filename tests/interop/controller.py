@@ -20,7 +20,7 @@ from pathlib import Path
 
 from service.remoting import fastjson
 from tests.interop import rocketmq as rmq
-from tests.interop.conftest import native
+from tests.interop.conftest import broker_topics, native
 from tests.redis_server import free_port
 
 
@@ -125,8 +125,12 @@ class Failover:
 def kill_master(brokers: list[rmq.Broker], ns_port: int, topic: str, producer: rmq.ClientRun,
                 timeout: float = 90) -> Failover:
     """SIGKILL the group's master while `producer` sends; time the route change and the first send the new master
-    acknowledged (producer lines carry the time and the storing broker's address)."""
+    acknowledged (producer lines carry the time and the storing broker's address). Waits first until every live
+    broker of the group holds the topic: a slave copies topic configs from its master every few seconds, and a new
+    master without the topic refuses its messages (autoCreateTopicEnable is off), whichever controller elected it."""
     master = rmq.wait_until(lambda: route_master(ns_port, topic), 60, "a master in the route")
+    rmq.wait_until(lambda: all(topic in broker_topics(b) for b in brokers if b.alive), 60,
+                   f"every broker of the group holding {topic}")
     victim = next(b for b in brokers if b.addr == master)
     fails_before = len(producer.failures())
     killed_at = time.time() * 1000

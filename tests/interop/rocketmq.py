@@ -254,7 +254,8 @@ class Broker(JavaProc):
         self.cluster, self.broker_name, self.broker_id = cluster, name, broker_id
         self.port = port or broker_port()
         self.addr = f"127.0.0.1:{self.port}"
-        # controller mode: every broker of a group says brokerId=-1 (the controller assigns ids), the port tells them apart
+        # controller mode: every broker of a group says brokerId=-1 (the controller assigns ids): the port tells
+        # them apart
         label = f"broker-{cluster}-{name}-{broker_id if broker_id >= 0 else self.port}"
         home = _home(root, label, line)
         store = home / "store"

@@ -76,7 +76,16 @@ def test_kill_9_of_the_master_fails_over_to_an_in_sync_replica_and_loses_nothing
         epoch_before = int(replica_info(ports)["masterEpoch"])
         synced = in_sync(ports, GROUP)
         time.sleep(2)
-        f = kill_master(brokers, ports[0], TOPIC, producer, timeout=90)
+        try:
+            f = kill_master(brokers, ports[0], TOPIC, producer, timeout=90)
+        except TimeoutError:
+            fails = producer.failures()
+            print(f"diagnostics: {len(fails)} failed sends, last {fails[-3:]}; in sync {in_sync(ports, GROUP)}; "
+                  f"replica info {replica_info(ports)}; route master {route_master(ports[0], TOPIC)}; "
+                  f"registered {registered_addrs(ports[0], GROUP)}")
+            for b in brokers:
+                print(f"--- {b.addr} alive={b.alive}\n{b.tail(15)}")
+            raise
         assert f.new_master in synced and f.new_master != f.killed
         assert route_master(ports[1], TOPIC) == f.new_master  # both workers route to it
         info = replica_info(ports)

@@ -14,7 +14,7 @@ import urllib.request
 
 from service.remoting import fastjson
 from tests.interop import rocketmq as rmq
-from tests.interop.conftest import Deployment, apache_cluster_info, native, registered
+from tests.interop.conftest import Deployment, apache_cluster_info, broker_topics, native, registered
 
 SEND = {"timeout-s": 240}
 
@@ -162,13 +162,6 @@ def test_rolling_restart_of_every_worker_keeps_every_route(deployment: Deploymen
     assert set(ages) == {(b.broker_name, b.broker_id) for b in deployment.brokers.values()}
     for i in range(len(ours.procs)):
         assert {t: _standard(ours.route(t, i)) for t in topics} == before
-
-
-def broker_topics(broker: rmq.Broker) -> set[str]:
-    """The topics a broker holds, asked of the broker itself (GET_ALL_TOPIC_CONFIG, code 21)."""
-    reply = native(broker.port, 21)
-    assert reply.code == 0, (reply.code, reply.remark)
-    return set(fastjson.loads(reply.body)["topicConfigTable"])
 
 
 def _topics(deployment: Deployment) -> list[str]:
