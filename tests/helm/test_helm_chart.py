@@ -808,3 +808,10 @@ def test_dockerfile_matches_chart_and_package(chart):
     assert re.search(r"^FROM \S+ AS skew$", dockerfile, re.M)
     dockerignore = (ROOT / ".dockerignore").read_text().split()
     assert "*" in dockerignore and "!service" in dockerignore and "!lua" in dockerignore
+
+
+def test_controller_enabled_turns_the_controller_on(render):
+    """Issue 23 names the switch `controller.enabled`; `config.controller` is the same setting by the chart's rule."""
+    assert render().configmap["NAMESRV_CONTROLLER"] == "false"
+    assert render({"controller": {"enabled": True}}).configmap["NAMESRV_CONTROLLER"] == "true"
+    assert render({"config": {"controller": True}}).configmap["NAMESRV_CONTROLLER"] == "true"
