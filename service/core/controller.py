@@ -313,7 +313,7 @@ def controller_of(ns: NameServer) -> Controller:
     """The worker's controller, on the NameServer's Redis and key prefix (built on first use)."""
     c = _controllers.get(ns)
     if c is None:
-        store = ControllerStore(ns.store.redis, prefix=ns.store.keys.prefix)
+        store = ControllerStore.beside(ns.store)
         c = _controllers[ns] = Controller(store, switches=lambda: (ns.settings.controller_elect_unclean_master,
                                                                   ns.settings.controller_notify_broker_role_changed))
         c.metrics = ControllerMetrics(ns.metrics.registry)

@@ -142,6 +142,11 @@ def _opt(value: int | None) -> str:
 class ControllerStore:
     """The controller's transitions, each one EVALSHA; `now` pins the clock for tests (else Redis TIME)."""
 
+    @classmethod
+    def beside(cls, routes: Any) -> ControllerStore:
+        """The controller's store on a RouteStore's Redis client and key prefix (one registry, one hash tag)."""
+        return cls(routes.redis, prefix=routes.keys.prefix)
+
     def __init__(self, redis: Any, prefix: str = "nsrv", deadline_s: float = 5.0) -> None:
         self.redis = redis
         self.keys = ControllerKeys(prefix)
