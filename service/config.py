@@ -122,7 +122,8 @@ class Settings:
     redis_cluster_nodes: str = _setting("", "Redis Cluster mode: more seed nodes, host:port,host:port, besides "
                                             "redis_url's (scheme, password and TLS come from redis_url); any one "
                                             "reachable at start is enough")
-    redis_wait_replicas: int = _setting(0, "admin writes (and registrations with redis_wait_registrations) are "
+    redis_wait_replicas: int = _setting(0, "admin writes, controller transitions (ids, elections, SyncStateSet; "
+                                           "not heartbeats) and, with redis_wait_registrations, registrations are "
                                            "acknowledged only once this many replicas have them (WAIT); 0 = off",
                                         minimum=0, maximum=16)
     redis_wait_timeout_ms: int = _setting(1000, "how long a write waits for redis_wait_replicas before it "

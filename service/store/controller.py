@@ -9,7 +9,7 @@ doors turn into RocketMQ headers and bodies.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -139,18 +139,30 @@ def _opt(value: int | None) -> str:
     return "" if value is None else str(int(value))
 
 
+async def _plain_evalsha(redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
+    return await redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+
+
 class ControllerStore:
     """The controller's transitions, each one EVALSHA; `now` pins the clock for tests (else Redis TIME)."""
 
     @classmethod
     def beside(cls, routes: Any) -> ControllerStore:
-        """The controller's store on a RouteStore's Redis client and key prefix (one registry, one hash tag)."""
-        return cls(routes.redis, prefix=routes.keys.prefix)
+        """The controller's store on a RouteStore's Redis client and key prefix (one registry, one hash tag), with
+        its WAIT setting: transitions a broker acts on are then acknowledged only once redis_wait_replicas
+        replicas have them, so a Sentinel or Cluster failover cannot roll an epoch back under a broker."""
+        return cls(routes.redis, prefix=routes.keys.prefix, evalsha=routes._evalsha,
+                   wait_replicas=routes.limits.wait_replicas, wait_timeout_ms=routes.limits.wait_timeout_ms)
 
-    def __init__(self, redis: Any, prefix: str = "nsrv", deadline_s: float = 5.0) -> None:
+    def __init__(self, redis: Any, prefix: str = "nsrv", deadline_s: float = 5.0, *,
+                 evalsha: Callable[..., Awaitable[Any]] | None = None, wait_replicas: int = 0,
+                 wait_timeout_ms: int = 1000) -> None:
         self.redis = redis
         self.keys = ControllerKeys(prefix)
         self.deadline_s = deadline_s
+        self.wait_replicas = wait_replicas if evalsha is not None else 0
+        self.wait_timeout_ms = wait_timeout_ms
+        self._evalsha = evalsha or _plain_evalsha
         self._scripts = load_controller_scripts()
         self._shas: dict[str, str] = {}
 
@@ -158,24 +170,28 @@ class ControllerStore:
         for name, script in self._scripts.items():
             self._shas[name] = await self.redis.script_load(script.source)
 
-    async def _run(self, name: str, *args: Any) -> Any:
+    async def _run(self, name: str, *args: Any, wait: bool = False) -> Any:
+        """EVALSHA (loading the script again after NOSCRIPT). `wait`: a transition brokers act on (ids, master,
+        epochs, SyncStateSet): with wait_replicas set it raises ReplicationUnconfirmed (a 503-like
+        StoreUnavailable; the broker retries) unless that many replicas confirmed it."""
         script = self._scripts[name]
         keys = [getattr(self.keys, role) for role in script.key_roles]
+        replicas = self.wait_replicas if wait else 0
         try:
-            async with asyncio.timeout(self.deadline_s):
+            async with asyncio.timeout(self.deadline_s + (self.wait_timeout_ms / 1000 if replicas else 0)):
                 sha = self._shas.get(name)
                 if sha is None:
                     self._shas[name] = sha = await self.redis.script_load(script.source)
                 try:
-                    return await self.redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+                    return await self._evalsha(self.redis, sha, keys, args, replicas)
                 except NoScriptError:
                     self._shas[name] = sha = await self.redis.script_load(script.source)
-                    return await self.redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+                    return await self._evalsha(self.redis, sha, keys, args, replicas)
         except REDIS_ERRORS as exc:
             raise translate(exc) from exc
 
     async def _reply(self, name: str, broker_name: str, *args: Any) -> Reply:
-        out = await self._run(name, *args)
+        out = await self._run(name, *args, wait=True)
         return Reply(int(out[0]), int(out[1]), parse_view(broker_name, out[2:]))
 
     # ------------------------------------------------------------------ transitions

@@ -60,3 +60,31 @@ async def test_sentinel_and_cluster_with_the_replica_frozen(topology):
     finally:
         replica.thaw()
     assert (err.code, err.message) == ("REPLICATION_UNCONFIRMED", SENTENCE)
+
+
+async def test_controller_transitions_wait_for_the_replica_heartbeats_do_not(topology):
+    """Issue 23 with NAMESRV_REDIS_WAIT_REPLICAS: a transition a broker acts on (ids, an election) is acknowledged
+    only once the replica has it, so a Redis failover cannot roll a master epoch back under the broker told of it;
+    a heartbeat (liveness, rewritten every second or two) does not wait."""
+    from service.store.controller import ControllerStore
+
+    prefix = "w" + uuid.uuid4().hex[:6]
+    settings = settings_for(topology, key_prefix=prefix, redis_wait_replicas=1)
+    store = connect_store(settings)
+    ctl = ControllerStore.beside(store)
+    try:
+        await store.load_scripts()
+        assert (await ctl.apply_broker_id("C", "g", 1, "127.0.0.1:1;1")).code == 0  # the replica confirms
+        assert (await ctl.register_broker("C", "g", 1, "127.0.0.1:1")).code == 0
+        replica = replica_node(topology, prefix)
+        replica.freeze()
+        try:
+            assert await ctl.heartbeat("C", "g", 1, "127.0.0.1:1", timeout_ms=60_000) in (True, False)
+            with pytest.raises(ReplicationUnconfirmed):
+                await ctl.elect_master("g", 1)
+        finally:
+            replica.thaw()
+        view = await ctl.group("g")
+        assert view is not None and view.master == 1  # written on the primary all the same, as routes are
+    finally:
+        await store.close()
