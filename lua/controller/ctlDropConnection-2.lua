@@ -24,20 +24,9 @@ local conn = ARGV[1]
 local dropped, elect, seen = {}, {}, {}
 for i = 2, #ARGV do
   local member = ARGV[i]
-  local kh = base .. "ctl:h:" .. member
-  if rcall("HGET", kh, "conn") == conn then
-    rcall("ZREM", K.alive, member)
-    rcall("DEL", kh)
+  if rcall("HGET", base .. "ctl:h:" .. member, "conn") == conn then
+    end_liveness(base, K.alive, member, elect, seen)
     dropped[#dropped + 1] = member
-    local name, id = string.match(member, "^[^|]*|(.*)|([^|]*)$")
-    if name and not seen[name] then
-      local g = rcall("HMGET", base .. "ctl:g:" .. name, "master", "mepoch")
-      if g[1] and g[1] ~= "" and tonumber(g[1]) == tonumber(id) then
-        seen[name] = true
-        elect[#elect + 1] = name
-        elect[#elect + 1] = tonumber(g[2])
-      end
-    end
   end
 end
 return { dropped, elect }

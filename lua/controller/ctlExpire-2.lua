@@ -25,18 +25,8 @@ local batch = tonumber(ARGV[2])
 local due = rcall("ZRANGEBYSCORE", K.alive, "-inf", "(" .. now, "LIMIT", 0, batch)
 local expired, elect, seen = {}, {}, {}
 for _, member in ipairs(due) do
-  rcall("ZREM", K.alive, member)
-  rcall("DEL", base .. "ctl:h:" .. member)
+  end_liveness(base, K.alive, member, elect, seen)
   expired[#expired + 1] = member
-  local name, id = string.match(member, "^[^|]*|(.*)|([^|]*)$")
-  if name and not seen[name] then
-    local g = rcall("HMGET", base .. "ctl:g:" .. name, "master", "mepoch")
-    if g[1] and g[1] ~= "" and tonumber(g[1]) == tonumber(id) then
-      seen[name] = true
-      elect[#elect + 1] = name
-      elect[#elect + 1] = tonumber(g[2])
-    end
-  end
 end
 local more = 0
 if #due == batch then more = 1 end

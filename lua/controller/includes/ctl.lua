@@ -30,6 +30,23 @@ local function ctl_alive(alive_key, cluster, name, id, now)
   return d ~= false and d ~= nil and tonumber(d) >= now
 end
 
+-- End member's liveness (its alive entry and heartbeat hash); when it was its set's current master, append
+-- (name, masterEpoch) to `elect`, once per set (`seen`): the election to base on that epoch
+-- (ControllerManager.onBrokerInactive). Used by heartbeat expiry and by a closed connection.
+local function end_liveness(base, alive_key, member, elect, seen)
+  rcall("ZREM", alive_key, member)
+  rcall("DEL", base .. "ctl:h:" .. member)
+  local name, id = string.match(member, "^[^|]*|(.*)|([^|]*)$")
+  if name and not seen[name] then
+    local g = rcall("HMGET", base .. "ctl:g:" .. name, "master", "mepoch")
+    if g[1] and g[1] ~= "" and tonumber(g[1]) == tonumber(id) then
+      seen[name] = true
+      elect[#elect + 1] = name
+      elect[#elect + 1] = tonumber(g[2])
+    end
+  end
+end
+
 -- SyncStateSet as "1,2,3" (ascending ids), "" when empty
 local function sss_decode(s)
   local set = {}
