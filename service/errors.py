@@ -5,7 +5,11 @@ response code (reference §1). Transport statuses are not here: each front door 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, TypeVar
+
+T = TypeVar("T")
 
 # RocketMQ ResponseCode values (reference §1).
 RMQ_SUCCESS = 0
@@ -150,6 +154,23 @@ class StoreUnavailable(Unavailable):
     """Redis is unreachable, loading or too slow (bounded timeouts: this comes fast)."""
 
     code = "STORE_UNAVAILABLE"
+
+
+async def retry_while_store_unavailable(call: Callable[[], Awaitable[T]], *, within_s: float,
+                                       pause_s: float = 0.25) -> T:
+    """`call()` again while Redis is unavailable (a Sentinel or Cluster failover lasts a few seconds), for at most
+    `within_s`, then the last StoreUnavailable: for work a worker owes once, now, that a slower path (an expiry
+    scan) would otherwise do later. `call` must be safe to repeat."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        try:
+            return await call()
+        except StoreUnavailable:
+            if loop.time() + pause_s > deadline:
+                raise
+            await asyncio.sleep(pause_s)
+            pause_s = min(pause_s * 2, 2.0)
 
 
 class Busy(Unavailable):

@@ -32,7 +32,13 @@ import orjson
 
 from service.config import Settings
 from service.core import NameServer, Principal, RegistrationMemo
-from service.errors import RMQ_REQUEST_CODE_NOT_SUPPORTED, RMQ_SYSTEM_BUSY, RMQ_SYSTEM_ERROR, NamesrvError
+from service.errors import (
+    RMQ_REQUEST_CODE_NOT_SUPPORTED,
+    RMQ_SYSTEM_BUSY,
+    RMQ_SYSTEM_ERROR,
+    NamesrvError,
+    retry_while_store_unavailable,
+)
 from service.metrics import RemotingStats
 from service.remoting import codes, controller_handlers  # controller_handlers registers its codes on import
 from service.remoting.codec import (
@@ -50,6 +56,7 @@ from service.remoting.credentials import Credentials
 from service.remoting.handlers import HANDLERS, Call, Reply, encoder, error_reply, route_reply, route_variant
 
 log = logging.getLogger(__name__)
+FORGET_RETRY_S = 30.0  # how long a closed broker connection's unregistration waits out a Redis outage
 OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 _CONN_PREFIX = f"{socket.gethostname()}:{os.getpid()}:{int(time.time() * 1000)}:"
 _conn_ids = itertools.count(1)
@@ -322,10 +329,13 @@ class RemotingServer:
             self._track(self.loop.create_task(self._forget(conn, members, reason)))
 
     async def _forget(self, conn: Connection, members: list[tuple[str, str]], reason: str) -> None:
+        # Redis failing over as the broker goes: try again for a while rather than leave the broker routed until
+        # the 120 s expiry (repeating is safe: brokers that registered again since are kept)
         try:
-            removed = await self.ns.connection_closed(conn.id, members)
+            removed = await retry_while_store_unavailable(lambda: self.ns.connection_closed(conn.id, members),
+                                                          within_s=FORGET_RETRY_S)
             log.info("remoting %s: connection closed (%s); unregistered %s", conn.peer, reason, removed or "none")
-        except NamesrvError as exc:  # Redis down: the expiry scan removes them later
+        except NamesrvError as exc:  # Redis still down: the expiry scan removes them later
             log.warning("remoting %s: connection closed (%s), brokers %s not unregistered: %s", conn.peer,
                         reason, members, exc.message)
 

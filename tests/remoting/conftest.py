@@ -41,10 +41,12 @@ class Door:
 async def make_door(aiohttp_client):
     started: list[tuple[Door, Any]] = []
 
-    async def make(**env: Any) -> Door:
+    async def make(redis_server: fakeredis.FakeServer | None = None, **env: Any) -> Door:
+        """`redis_server`: the fake Redis behind it, for a test to take it away (`connected = False`)."""
         env = {"remoting_port": free_port(), **env}
         settings = load_settings(env={f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
-        ns = NameServer(RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True), settings.key_prefix), settings)
+        redis = fakeredis.FakeAsyncRedis(server=redis_server or fakeredis.FakeServer(), decode_responses=True)
+        ns = NameServer(RouteStore(redis, settings.key_prefix), settings)
         ctx = running(ns, scheduler=False)
         await ctx.__aenter__()
         server = RemotingServer(ns, settings)

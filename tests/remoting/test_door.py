@@ -381,3 +381,23 @@ async def test_a_peer_that_never_reads_its_replies_is_no_longer_read(door):
     other = await door.client()
     assert (await other.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).code == SUCCESS
     sock.close()
+
+
+async def test_a_connection_closing_while_redis_fails_over_still_unregisters_its_broker(make_door):
+    """Redis unreachable when the broker's connection closes (a failover): the worker keeps trying and
+    unregisters once Redis is back, rather than leaving the broker routed until the 120 s expiry."""
+    import fakeredis
+
+    redis = fakeredis.FakeServer()
+    door = await make_door(redis_server=redis)
+    a = await door.client()
+    await register(a)
+    redis.connected = False
+    await a.close()
+    await asyncio.sleep(1.5)
+    redis.connected = True
+    async with asyncio.timeout(5):
+        while (await door.http.get("/v1/clusters/C1/brokers/broker-a")).status == 200 and \
+                (await (await door.http.get("/v1/clusters/C1/brokers/broker-a")).json()
+                 )["brokerMemberGroup"]["brokerAddrs"]:
+            await asyncio.sleep(0.05)
