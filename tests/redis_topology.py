@@ -280,7 +280,7 @@ def _is_writable_master(node: RedisNode) -> bool:
 
 
 class SentinelTopology(_Topology):
-    """One primary + one replica + three sentinels (quorum 2), all `redis-server` on 127.0.0.1.
+    """One primary + `replicas` replicas (default one) + three sentinels (quorum 2), all `redis-server` on 127.0.0.1.
 
     `password` protects the data nodes (`requirepass` + `masterauth`, and `sentinel auth-pass`);
     `sentinel_password` protects the sentinels (`requirepass` in their conf): the two may differ.
@@ -290,14 +290,15 @@ class SentinelTopology(_Topology):
 
     def __init__(self, *, service_name: str = "mymaster", password: str | None = None,
                  sentinel_password: str | None = None, down_after_ms: int = 1000,
-                 failover_timeout_ms: int = 1000, timeout: float = 30.0, tls: bool = False) -> None:
+                 failover_timeout_ms: int = 1000, timeout: float = 30.0, tls: bool = False,
+                 replicas: int = 1) -> None:
         super().__init__("nsrv-sentinel-", timeout)
         self.service_name = service_name
         self.password = password
         self.sentinel_password = sentinel_password
         self.down_after_ms = down_after_ms
         self.failover_timeout_ms = failover_timeout_ms
-        self.data_nodes = [RedisNode(f"data-{i}", self.base_dir, password) for i in range(2)]
+        self.data_nodes = [RedisNode(f"data-{i}", self.base_dir, password) for i in range(1 + replicas)]
         self.sentinels = [RedisNode(f"sentinel-{i}", self.base_dir, sentinel_password) for i in range(3)]
         self.all_nodes = [*self.data_nodes, *self.sentinels]
         self.tls_dir: str | None = None
@@ -387,9 +388,10 @@ class SentinelTopology(_Topology):
                 os.makedirs(node.dir)
 
     def start(self) -> SentinelTopology:
-        primary, replica = self.data_nodes
+        primary, *replicas = self.data_nodes
         self._first_start(primary, lambda: self._start_data(primary, None))
-        self._first_start(replica, lambda: self._start_data(replica, primary))
+        for replica in replicas:
+            self._first_start(replica, lambda replica=replica: self._start_data(replica, primary))
         for s in self.sentinels:
             self._first_start(s, lambda s=s: self._start_sentinel(s))
         self.wait_settled(primary)

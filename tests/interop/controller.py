@@ -14,7 +14,9 @@ the dead master's channel closing, well before any heartbeat timeout.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,6 +107,13 @@ def in_sync(ctl_ports: list[int], name: str) -> list[str]:
     return []
 
 
+def replica_info(ctl_ports: list[int], name: str) -> dict:
+    """CONTROLLER_GET_REPLICA_INFO (1004) of a set, asked of the last controller: masterAddress, masterEpoch..."""
+    reply = native(ctl_ports[-1], 1004, {"brokerName": name})
+    assert reply.code == 0, reply.remark
+    return reply.ext_fields
+
+
 def store_host(offset_msg_id: str) -> str:
     """The broker address an offset message id names (IPv4: 4 bytes address, 4 bytes port, 8 bytes offset)."""
     raw = bytes.fromhex(offset_msg_id)
@@ -123,7 +132,7 @@ class Failover:
 
 
 def kill_master(brokers: list[rmq.Broker], ns_port: int, topic: str, producer: rmq.ClientRun,
-                timeout: float = 90) -> Failover:
+                timeout: float = 90, at_kill: Callable[[], object] | None = None) -> Failover:
     """SIGKILL the group's master while `producer` sends; time the route change and the first send the new master
     acknowledged (producer lines carry the time and the storing broker's address). Waits first until every live
     broker of the group holds the topic: a slave copies topic configs from its master every few seconds, and a new
@@ -134,7 +143,12 @@ def kill_master(brokers: list[rmq.Broker], ns_port: int, topic: str, producer: r
     victim = next(b for b in brokers if b.addr == master)
     fails_before = len(producer.failures())
     killed_at = time.time() * 1000
+    other = threading.Thread(target=at_kill) if at_kill else None
+    if other:
+        other.start()
     victim.kill()
+    if other:
+        other.join()
     new = rmq.wait_until(lambda: (m := route_master(ns_port, topic)) and m != master and m, timeout,
                          "another master in the route")
     route_ms = time.time() * 1000 - killed_at

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from service.remoting import fastjson
+from tests.interop import controller
 from tests.interop import rocketmq as rmq
 from tests.interop.conftest import OurNameServer, native
 from tests.interop.controller import (
@@ -51,9 +52,7 @@ def group():
 
 
 def replica_info(ports: list[int]) -> dict:
-    reply = native(ports[-1], 1004, {"brokerName": GROUP})
-    assert reply.code == 0, reply.remark
-    return reply.ext_fields
+    return controller.replica_info(ports, GROUP)
 
 
 def test_brokers_boot_through_our_controller_and_mqadmin_reads_it(group):
