@@ -163,9 +163,10 @@ class ControllerModel:
             return self.reply(2010, name, now)
         r, s = self.replicas[name], self.sync[name]
         master_alive = int(s.master is not None and self.alive(cluster, name, s.master, now))
+        answer = self.reply(0, name, now, master_alive)  # Java answers from the state before the address event
         if r.ids[bid][0] != addr:
             r.ids[bid] = (addr, r.ids[bid][1])
-        return self.reply(0, name, now, master_alive)
+        return answer
 
     def alter_sync_state_set(self, name, master_id, master_epoch, new_set, sss_epoch, *, now: int) -> Reply:
         new = set(new_set)

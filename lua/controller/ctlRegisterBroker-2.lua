@@ -33,5 +33,8 @@ end
 local master = rcall("HGET", kg, "master")
 local master_alive = 0
 if master ~= "" and ctl_alive(K.alive, cluster, name, master, now) then master_alive = 1 end
+-- Java answers from the state before its UpdateBrokerAddress event applies: a master that moved is told its old
+-- address this once (the next answer has the new one)
+local view = group_view(base, K.alive, name, now)
 if rcall("HGET", kr, id) ~= addr then rcall("HSET", kr, id, addr) end
-return prepend({ 0, master_alive }, group_view(base, K.alive, name, now))
+return prepend({ 0, master_alive }, view)

@@ -124,12 +124,12 @@ class Controller:
 
     async def register_broker(self, cluster: str, name: str, broker_id: int, addr: str) -> Answer:
         r = await self.store.register_broker(cluster, name, broker_id, addr)
+        header: dict[str, Any] = {"clusterName": cluster, "brokerName": name}  # Java sets it before any check
         if r.code == BROKER_NEED_TO_BE_REGISTERED:
             if r.group is None:
-                return Answer(r.code, f"Broker-set: {name} hasn't been registered in controller")
-            return Answer(r.code, f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}")
+                return Answer(r.code, f"Broker-set: {name} hasn't been registered in controller", header)
+            return Answer(r.code, f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}", header)
         g = r.group
-        header: dict[str, Any] = {"clusterName": cluster, "brokerName": name}
         if r.extra and g is not None:  # a master exists and is alive
             header.update(masterBrokerId=g.master, masterAddress=g.master_address, masterEpoch=g.master_epoch,
                           syncStateSetEpoch=g.sync_state_set_epoch)
@@ -154,11 +154,12 @@ class Controller:
                 return {"alive": bid in g.alive, "brokerAddress": g.replicas[bid], "brokerId": bid,
                         "brokerName": g.name}
 
-            table[name] = {
+            info = {
                 "inSyncReplicas": [replica(b) for b in sorted(g.replicas) if b in g.sync_state_set],
                 "masterAddress": g.master_address, "masterBrokerId": g.master, "masterEpoch": g.master_epoch,
                 "notInSyncReplicas": [replica(b) for b in sorted(g.replicas) if b not in g.sync_state_set],
                 "syncStateSetEpoch": g.sync_state_set_epoch}
+            table[name] = {k: v for k, v in info.items() if v is not None}  # fastjson leaves null fields out
         return Answer(body={"replicasInfoTable": table})
 
     async def broker_sets(self, names: list[str]) -> list[dict[str, Any]]:

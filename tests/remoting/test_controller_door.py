@@ -133,8 +133,31 @@ async def test_a_broker_id_taken_by_another_broker_is_refused(make_door):
     assert (r.code, r.remark) == (2014, "Fail to apply brokerId: 1 in broker-set: b")
     r = await c.request(1003, {**ext, "brokerId": 2, "brokerAddress": "b:1"})
     assert (r.code, r.remark) == (2010, "BrokerId: 2 hasn't been registered in broker-set: b")
+    assert {k: r.ext_fields.get(k) for k in ext} == ext  # Java names the set in a refusal too
     r = await c.request(904, {**ext, "brokerAddr": "a:1"})  # no brokerId: the name-server heartbeat, as before
     assert r.code == 0 and r.remark != "Heart beat success"
+
+
+async def test_answers_match_apaches_controller_where_the_differential_found_them_apart(make_door):
+    """Found by tests/differential/test_controller_differential.py: a set without a master has no master fields
+    in 1006 (fastjson leaves nulls out), and a master registering from a new address is answered from the state
+    before the change (Java applies the address event after building the answer), the next answer has it."""
+    door = await make_door(controller="true")
+    c = await door.client()
+    ext = {"clusterName": "C", "brokerName": "b"}
+    assert (await c.request(1013, {**ext, "appliedBrokerId": 1, "registerCheckCode": "127.0.0.1:1;1"})).code == 0
+    r = await c.request(1006, body=fastjson.dumps(["b"], standard=True))
+    info = fastjson.loads(r.body)["replicasInfoTable"]["b"]
+    assert "masterAddress" not in info and "masterBrokerId" not in info and info["masterEpoch"] == 0
+    await boot(c, 2, "127.0.0.1:2")
+    assert (await c.request(1003, {**ext, "brokerId": 1, "brokerAddress": "127.0.0.1:1"})).code == 0
+    await heartbeat(c, 1, "127.0.0.1:1")
+    assert (await c.request(1002, {**ext, "brokerId": 1})).code == 0
+    moved = {**ext, "brokerId": 1, "brokerAddress": "127.0.0.1:9"}
+    r = await c.request(1003, moved)
+    assert (r.code, r.ext_fields["masterAddress"]) == (0, "127.0.0.1:1")
+    r = await c.request(1003, moved)
+    assert (r.code, r.ext_fields["masterAddress"]) == (0, "127.0.0.1:9")
 
 
 async def test_metadata_names_the_advertised_address_when_there_is_one(make_door):
