@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from service.core.access import Role
+from service.errors import retry_while_store_unavailable
 from service.store.controller import (
     ALTER_SYNC_STATE_SET_FAILED,
     BROKER_ID_INVALID,
     BROKER_NEED_TO_BE_REGISTERED,
     CONTROLLER_TRIGGER,
+    DEFAULT_HEARTBEAT_TIMEOUT_MS,
     ELECT_MASTER_FAILED,
     FENCED_MASTER_EPOCH,
     FENCED_SYNC_STATE_SET_EPOCH,
@@ -279,8 +281,16 @@ async def connection_closed(ns: NameServer, connection: str, members: list[tuple
     """A broker's connection closed (Java's BrokerHousekeepingService): the brokers whose latest heartbeat came on
     it are no longer alive, and a master among them is re-elected now, based on the epoch it had."""
     c = controller_of(ns)
-    _, elect = await c.store.drop_connection(connection, members)
-    answers = [await c.elect_master("", name, CONTROLLER_TRIGGER, based_on_epoch=epoch) for name, epoch in elect]
+
+    async def drop_and_elect() -> list[Answer]:
+        _, elect = await c.store.drop_connection(connection, members)
+        return [await c.elect_master("", name, CONTROLLER_TRIGGER, based_on_epoch=epoch) for name, epoch in elect]
+
+    # Redis failing over as the broker dies: keep trying for as long as the broker's heartbeat timeout (then the
+    # expiry scan elects anyway), so the election waits for the failover, not for the timeout. Repeating is safe:
+    # the drop only removes entries whose latest heartbeat came on this connection, and the election is based on
+    # the epoch the drop saw (a drop done by a failed try leaves its election to the inactive-master scan).
+    answers = await retry_while_store_unavailable(drop_and_elect, within_s=DEFAULT_HEARTBEAT_TIMEOUT_MS / 1000)
     _announce(answers)
     return answers
 

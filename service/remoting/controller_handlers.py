@@ -16,12 +16,11 @@ from typing import Any
 
 from service.core.access import Role
 from service.core.controller import NOTIFIERS, Answer, connection_closed, controller_of, update_controller_config
-from service.errors import NamesrvError, retry_while_store_unavailable
+from service.errors import NamesrvError
 from service.remoting import fastjson
 from service.remoting.bodies import BodyError, parse_properties
 from service.remoting.codec import RemotingCommand, encode
 from service.remoting.handlers import HANDLERS, Call, Reply, handles
-from service.store.controller import DEFAULT_HEARTBEAT_TIMEOUT_MS
 
 log = logging.getLogger(__name__)
 
@@ -267,13 +266,8 @@ def connection_lost(server: Any, conn: Any) -> None:
 
 
 async def _dropped(ns: Any, conn: Any, members: list[tuple[str, str, int]]) -> None:
-    # Redis failing over as the broker dies: keep trying for as long as the broker's heartbeat timeout (then the
-    # expiry scan elects anyway), so the election waits for the failover, not for the timeout. Repeating is safe:
-    # the drop only removes entries whose latest heartbeat came on this connection, and the election is based on
-    # the epoch the drop saw.
     try:
-        answers = await retry_while_store_unavailable(lambda: connection_closed(ns, conn.id, members),
-                                                      within_s=DEFAULT_HEARTBEAT_TIMEOUT_MS / 1000)
+        answers = await connection_closed(ns, conn.id, members)
         log.info("controller: connection %s closed; re-elected %s", conn.id,
                  [a.header.get("masterBrokerId") for a in answers if a.code == 0] or "none")
     except NamesrvError as exc:  # Redis still down: the heartbeat timeout does it later
