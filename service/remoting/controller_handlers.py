@@ -271,7 +271,8 @@ async def _dropped(ns: Any, conn: Any, members: list[tuple[str, str, int]]) -> N
         log.info("controller: connection %s closed; re-elected %s", conn.id,
                  [a.header.get("masterBrokerId") for a in answers if a.code == 0] or "none")
     except NamesrvError as exc:  # Redis still down: the heartbeat timeout does it later
-        log.warning("controller: connection %s closed, liveness of %s kept: %s", conn.id, members, exc.message)
+        log.warning("controller: connection %s closed; %s not dropped or not re-elected now (the expiry and "
+                    "inactive-master scans and the brokers' own polls take over): %s", conn.id, members, exc.message)
 
 
 # ---------------------------------------------------------------- NOTIFY_BROKER_ROLE_CHANGED

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.remoting import fastjson
 from tests.interop import rocketmq as rmq
-from tests.interop.conftest import broker_topics, native
+from tests.interop.conftest import OurNameServer, broker_topics, native
 from tests.redis_server import free_port
 
 
@@ -70,6 +71,36 @@ def start_group(line: rmq.Line, root: Path, cluster: str, name: str, namesrv: st
     conf: dict[str, object] = {"brokerRole": "SLAVE", "enableControllerMode": "true", "controllerAddr": controller,
                                "allAckInSyncStateSet": "true", "enableSlaveActingMaster": "false", **extra}
     return [rmq.Broker(line, root, cluster, name, -1, namesrv, **conf).start() for _ in range(size)]
+
+
+@dataclass
+class OurGroup:
+    """Our two workers as controllers and name servers, a booted broker set of three using them, and clients."""
+
+    ours: OurNameServer
+    brokers: list[rmq.Broker]
+    ports: list[int]  # the workers' native ports
+    clients: rmq.Clients
+
+
+@contextmanager
+def our_controller_group(redis_url: str, prefix: str, cluster: str, name: str, env: dict[str, object],
+                         root_prefix: str) -> Iterator[OurGroup]:
+    """Workers with NAMESRV_CONTROLLER=true (plus `env`) on `redis_url`, three brokers of `name` naming them as
+    namesrvAddr and controllerAddr, until all three are registered and one is master; stopped on exit."""
+    if not rmq.built():
+        rmq.build()
+    ours = OurNameServer(redis_url, prefix, {"controller": "true", **env}).start()
+    root = rmq.temp_root(root_prefix)
+    brokers = start_group(rmq.LINE5, root, cluster, name, ours.addrs, ours.addrs)
+    ports = [p.remoting_port for p in ours.procs]
+    try:
+        rmq.wait_until(lambda: len(registered_addrs(ports[0], name)) == 3 and 0 in registered_addrs(ports[0], name),
+                       120, "three brokers registered, one of them master")
+        yield OurGroup(ours, brokers, ports, rmq.Clients(rmq.LINE5, root))
+    finally:
+        rmq.stop_all(brokers)
+        ours.stop()
 
 
 def registered_addrs(ns_port: int, name: str) -> dict[int, str]:

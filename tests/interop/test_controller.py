@@ -16,13 +16,13 @@ import pytest
 from service.remoting import fastjson
 from tests.interop import controller
 from tests.interop import rocketmq as rmq
-from tests.interop.conftest import OurNameServer, native
+from tests.interop.conftest import native
 from tests.interop.controller import (
     in_sync,
     kill_master,
+    our_controller_group,
     registered_addrs,
     route_master,
-    start_group,
     store_host,
 )
 from tests.redis_server import RedisServer
@@ -34,20 +34,11 @@ GROUP, CLUSTER, TOPIC = "broker-ctl", "CtlCluster", "CtlTopic"
 
 @pytest.fixture(scope="module")
 def group():
-    if not rmq.built():
-        rmq.build()
     server = RedisServer().start()
-    ours = OurNameServer(server.url, "ctl", {"controller": "true"}).start()
-    root = rmq.temp_root("interop-controller-")
-    brokers = start_group(rmq.LINE5, root, CLUSTER, GROUP, ours.addrs, ours.addrs)
-    ports = [p.remoting_port for p in ours.procs]
     try:
-        rmq.wait_until(lambda: len(registered_addrs(ports[0], GROUP)) == 3 and 0 in registered_addrs(ports[0], GROUP),
-                       120, "three brokers registered, one of them master")
-        yield ours, brokers, ports, rmq.Clients(rmq.LINE5, root)
+        with our_controller_group(server.url, "ctl", CLUSTER, GROUP, {}, "interop-controller-") as g:
+            yield g.ours, g.brokers, g.ports, g.clients
     finally:
-        rmq.stop_all(brokers)
-        ours.stop()
         server.cleanup()
 
 

@@ -17,8 +17,7 @@ import pytest
 from service.store.controller import ControllerKeys
 from tests.interop import controller
 from tests.interop import rocketmq as rmq
-from tests.interop.conftest import OurNameServer
-from tests.interop.controller import in_sync, kill_master, registered_addrs, route_master, start_group
+from tests.interop.controller import in_sync, kill_master, our_controller_group, registered_addrs, route_master
 from tests.namesrv_load import topology_env, topology_url
 from tests.redis_topology import SentinelTopology
 
@@ -29,22 +28,14 @@ GROUP, CLUSTER, TOPIC = "broker-ctl", "CtlSentinelCluster", "CtlSentinelTopic"
 
 @pytest.fixture(scope="module")
 def deployment():
-    if not rmq.built():
-        rmq.build()
     topo = SentinelTopology(replicas=2, timeout=60).__enter__()
     prefix = "cs" + uuid.uuid4().hex[:6]
-    ours = OurNameServer(topology_url(topo), prefix, {**topology_env(topo), "controller": "true",
-                                                      "redis_wait_replicas": 1}).start()
-    root = rmq.temp_root("interop-controller-sentinel-")
-    brokers = start_group(rmq.LINE5, root, CLUSTER, GROUP, ours.addrs, ours.addrs)
-    ports = [p.remoting_port for p in ours.procs]
     try:
-        rmq.wait_until(lambda: len(registered_addrs(ports[0], GROUP)) == 3 and 0 in registered_addrs(ports[0], GROUP),
-                       120, "three brokers registered, one of them master")
-        yield topo, prefix, ours, brokers, ports, rmq.Clients(rmq.LINE5, root)
+        with our_controller_group(topology_url(topo), prefix, CLUSTER, GROUP,
+                                  {**topology_env(topo), "redis_wait_replicas": 1},
+                                  "interop-controller-sentinel-") as g:
+            yield topo, prefix, g.ours, g.brokers, g.ports, g.clients
     finally:
-        rmq.stop_all(brokers)
-        ours.stop()
         topo.cleanup()
 
 
