@@ -192,3 +192,11 @@ def kill_master(brokers: list[rmq.Broker], ns_port: int, topic: str, producer: r
 
     first = rmq.wait_until(first_on_new, timeout, "a send acknowledged by the new master")
     return Failover(master, new, route_ms, first, len(producer.failures()) - fails_before)
+
+
+def nothing_lost(producer: rmq.ClientRun, consumer: rmq.ClientRun, at_least: int = 100) -> None:
+    """After the producer stopped: every message it had acknowledged (more than `at_least`) reaches the consumer."""
+    acked = producer.acked()
+    assert len(acked) > at_least
+    rmq.wait_until(lambda: set(acked) <= set(consumer.received()), 120, "every acknowledged message consumed")
+    consumer.stop()

@@ -17,7 +17,6 @@ import pytest
 from service.store.controller import ControllerKeys
 from tests.interop import controller
 from tests.interop import rocketmq as rmq
-from tests.interop.controller import in_sync, kill_master, our_controller_group, registered_addrs, route_master
 from tests.namesrv_load import topology_env, topology_url
 from tests.redis_topology import SentinelTopology
 
@@ -31,7 +30,7 @@ def deployment():
     topo = SentinelTopology(replicas=2, timeout=60).__enter__()
     prefix = "cs" + uuid.uuid4().hex[:6]
     try:
-        with our_controller_group(topology_url(topo), prefix, CLUSTER, GROUP,
+        with controller.our_controller_group(topology_url(topo), prefix, CLUSTER, GROUP,
                                   {**topology_env(topo), "redis_wait_replicas": 1},
                                   "interop-controller-sentinel-") as g:
             yield topo, prefix, g.ours, g.brokers, g.ports, g.clients
@@ -65,16 +64,16 @@ def test_redis_primary_killed_with_the_broker_master_elects_once_and_loses_nothi
         "interval-ms": 20, "timeout-s": 300, "poll-ms": 1000, "retry-ms": 50}).wait_started()
     consumer = clients.consumer(ours.addrs, TOPIC, "ctl_sentinel_consumer").wait_started()
     try:
-        rmq.wait_until(lambda: len(in_sync(ports, GROUP)) == 3, 90, "every replica in the SyncStateSet")
-        synced = in_sync(ports, GROUP)
+        rmq.wait_until(lambda: len(controller.in_sync(ports, GROUP)) == 3, 90, "every replica in the SyncStateSet")
+        synced = controller.in_sync(ports, GROUP)
         epoch = int(replica_info(ports)["masterEpoch"])
         old_redis = topo.master_node()
         time.sleep(2)
         # the Redis primary dies at the instant the broker master does: the connection-close election and the
         # sentinels' failover race; whatever the primary had not replicated is gone with it
-        f = kill_master(brokers, ports[0], TOPIC, producer, timeout=120, at_kill=old_redis.kill)
+        f = controller.kill_master(brokers, ports[0], TOPIC, producer, timeout=120, at_kill=old_redis.kill)
         assert f.new_master in synced and f.new_master != f.killed
-        assert route_master(ports[1], TOPIC) == f.new_master
+        assert controller.route_master(ports[1], TOPIC) == f.new_master
         info = replica_info(ports)
         assert info["masterAddress"] == f.new_master and int(info["masterEpoch"]) > epoch
         assert topo.master_node() is not old_redis
@@ -82,9 +81,9 @@ def test_redis_primary_killed_with_the_broker_master_elects_once_and_loses_nothi
         topo.restart(old_redis)  # back as a replica of the new primary
         victim = next(b for b in brokers if b.addr == f.killed)
         victim.restart()
-        rmq.wait_until(lambda: f.killed in registered_addrs(ports[1], GROUP).values(), 120,
+        rmq.wait_until(lambda: f.killed in controller.registered_addrs(ports[1], GROUP).values(), 120,
                        "the old master registered again")
-        addrs = registered_addrs(ports[1], GROUP)
+        addrs = controller.registered_addrs(ports[1], GROUP)
         assert addrs[0] == f.new_master and f.killed in {a for i, a in addrs.items() if i != 0}
         assert int(replica_info(ports)["masterEpoch"]) == int(info["masterEpoch"])  # it did not take over
         assert not epochs_ahead_of_the_controller(topo, prefix)
@@ -92,8 +91,5 @@ def test_redis_primary_killed_with_the_broker_master_elects_once_and_loses_nothi
     finally:
         producer.proc.signal_stop()
         producer.proc.wait_stopped(30)
-    acked = producer.acked()
-    assert len(acked) > 100
-    rmq.wait_until(lambda: set(acked) <= set(consumer.received()), 120, "every acknowledged message consumed")
-    consumer.stop()
+    controller.nothing_lost(producer, consumer)
     print(f"failover through our controller while Redis failed over: {f}")
