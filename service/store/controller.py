@@ -15,10 +15,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from service.store.routes import REDIS_ERRORS, translate
-from service.store.scripts import LuaScript, ScriptError, check_header, resolve_includes
+from service.store.scripts import LuaScript, ScriptError, call_loaded, check_header, resolve_includes
 
 # RocketMQ ResponseCode values the scripts answer
 SUCCESS = 0
@@ -179,14 +177,8 @@ class ControllerStore:
         replicas = self.wait_replicas if wait else 0
         try:
             async with asyncio.timeout(self.deadline_s + (self.wait_timeout_ms / 1000 if replicas else 0)):
-                sha = self._shas.get(name)
-                if sha is None:
-                    self._shas[name] = sha = await self.redis.script_load(script.source)
-                try:
-                    return await self._evalsha(self.redis, sha, keys, args, replicas)
-                except NoScriptError:
-                    self._shas[name] = sha = await self.redis.script_load(script.source)
-                    return await self._evalsha(self.redis, sha, keys, args, replicas)
+                return await call_loaded(self.redis, self._shas, script,
+                                         lambda sha: self._evalsha(self.redis, sha, keys, args, replicas))
         except REDIS_ERRORS as exc:
             raise translate(exc) from exc
 

@@ -26,7 +26,6 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     MovedError,
-    NoScriptError,
     RedisClusterException,
     RedisError,
     ResponseError,
@@ -58,7 +57,7 @@ from service.models import (
 )
 from service.store.chunked import ChunkedRegistration
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
-from service.store.scripts import LuaScript, load_all
+from service.store.scripts import LuaScript, call_loaded, load_all
 
 log = logging.getLogger(__name__)
 TOPIC_LIST_MODES = ("all", "unit", "unitsub", "unitsub-ununit")
@@ -288,14 +287,8 @@ class RouteStore:
         budget = (deadline or self.limits.deadline_s) + (self.limits.wait_timeout_ms / 1000 if replicas else 0)
         try:
             async with asyncio.timeout(budget):
-                sha = self._shas.get(name)
-                if sha is None:
-                    sha = self._shas[name] = await redis.script_load(self._scripts[name].source)
-                try:
-                    return await self._evalsha(redis, sha, keys, args, replicas)
-                except NoScriptError:
-                    self._shas[name] = sha = await redis.script_load(self._scripts[name].source)
-                    return await self._evalsha(redis, sha, keys, args, replicas)
+                return await call_loaded(redis, self._shas, self._scripts[name],
+                                         lambda sha: self._evalsha(redis, sha, keys, args, replicas))
         except REDIS_ERRORS as exc:
             raise translate(exc) from exc
 

@@ -10,10 +10,14 @@ what a script touches.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import Any
+
+from redis.exceptions import NoScriptError
 
 _INCLUDE = re.compile(r'^--- @include "([\w/]+)"\s*$', re.M)
 _NAME = re.compile(r"^(?P<op>[a-zA-Z]+)-(?P<nkeys>\d+)\.lua$")
@@ -37,6 +41,20 @@ class LuaScript:
     @property
     def num_keys(self) -> int:
         return len(self.key_roles)
+
+
+async def call_loaded(redis: Any, shas: dict[str, str], script: LuaScript,
+                      call: Callable[[str], Awaitable[Any]]) -> Any:
+    """`call(sha)` with the script's SHA (loaded on first use); after NOSCRIPT (a Redis restart, a failover, SCRIPT
+    FLUSH) the script is loaded again and called once more."""
+    sha = shas.get(script.name)
+    if sha is None:
+        sha = shas[script.name] = await redis.script_load(script.source)
+    try:
+        return await call(sha)
+    except NoScriptError:
+        sha = shas[script.name] = await redis.script_load(script.source)
+        return await call(sha)
 
 
 def _root() -> Traversable:
