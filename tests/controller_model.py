@@ -103,13 +103,17 @@ class ControllerModel:
                      if info.last + info.timeout < now)[:batch]
         expired, elect, seen = [], [], set()
         for _, _, key in due:
-            del self.live[key]
+            self._end_liveness(key, elect, seen)
             expired.append(key)
-            _, name, bid = key
-            if name not in seen and name in self.sync and self.sync[name].master == bid:
-                seen.add(name)
-                elect.append((name, self.sync[name].master_epoch))
         return len(due) == batch, expired, elect
+
+    def _end_liveness(self, key, elect: list, seen: set) -> None:
+        """onBrokerInactive: the entry ends; a set whose master it was is named once, with its master epoch."""
+        del self.live[key]
+        _, name, bid = key
+        if name not in seen and name in self.sync and self.sync[name].master == bid:
+            seen.add(name)
+            elect.append((name, self.sync[name].master_epoch))
 
     def drop_connection(self, conn: str, members):
         """BrokerHousekeepingService.onChannelClose: the entries whose (latest) connection it was end, and
@@ -119,12 +123,8 @@ class ControllerModel:
             info = self.live.get(key)
             if info is None or info.conn != conn:
                 continue
-            del self.live[key]
+            self._end_liveness(key, elect, seen)
             dropped.append(key)
-            _, name, bid = key
-            if name not in seen and name in self.sync and self.sync[name].master == bid:
-                seen.add(name)
-                elect.append((name, self.sync[name].master_epoch))
         return dropped, elect
 
     def inactive_masters(self, now: int) -> list[tuple[str, int]]:

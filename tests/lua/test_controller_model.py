@@ -14,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import fakeredis
 import pytest
-import redis.asyncio as aioredis
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from service.store.controller import ControllerStore
 from tests.controller_model import ControllerModel
+from tests.lua.machines import on_fakeredis, run_on_redis
 
 CLUSTERS = ["C0", "C0", "C0", "C1"]  # mostly one cluster; C1 makes heartbeats that do not count for C0's sets
 NAMES = ["b0", "b1"]
@@ -291,16 +290,9 @@ def make_machine(connect):
     return ControllerMachine
 
 
-FakeMachine = make_machine(lambda: fakeredis.FakeAsyncRedis(decode_responses=True))
-FakeMachine.TestCase.settings = settings(max_examples=120, stateful_step_count=50, deadline=None,
-                                         suppress_health_check=[HealthCheck.too_slow])
-test_controller_model_fakeredis = FakeMachine.TestCase
+test_controller_model_fakeredis = on_fakeredis(make_machine, examples=120, steps=50)
 
 
 @pytest.mark.redis
 def test_controller_model_real_redis(redis_server):
-    from hypothesis.stateful import run_state_machine_as_test
-
-    machine = make_machine(lambda: aioredis.Redis.from_url(redis_server.url, decode_responses=True))
-    run_state_machine_as_test(machine, settings=settings(max_examples=40, stateful_step_count=50, deadline=None,
-                                                         suppress_health_check=[HealthCheck.too_slow]))
+    run_on_redis(make_machine, redis_server.url, examples=40, steps=50)

@@ -12,10 +12,8 @@ import asyncio
 import hashlib
 import uuid
 
-import fakeredis
 import pytest
-import redis.asyncio as aioredis
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -23,6 +21,7 @@ from service.errors import BrokerNameConflict, BrokerNotFound, CrossClusterRefus
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore
 from tests.invariants import check_invariants, jsonable
+from tests.lua.machines import on_fakeredis, run_on_redis
 from tests.model import Conflict, CrossCluster, NotFound, RouteModel
 
 CLUSTERS = ["C0", "C1", "C2"]
@@ -292,16 +291,9 @@ def make_machine(connect):
     return RegistryMachine
 
 
-FakeMachine = make_machine(lambda: fakeredis.FakeAsyncRedis(decode_responses=True))
-FakeMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
-                                         suppress_health_check=[HealthCheck.too_slow])
-test_model_fakeredis = FakeMachine.TestCase
+test_model_fakeredis = on_fakeredis(make_machine, examples=150, steps=40)
 
 
 @pytest.mark.redis
 def test_model_real_redis(redis_server):
-    machine = make_machine(lambda: aioredis.Redis.from_url(redis_server.url, decode_responses=True))
-    from hypothesis.stateful import run_state_machine_as_test
-
-    run_state_machine_as_test(machine, settings=settings(max_examples=25, stateful_step_count=40, deadline=None,
-                                                         suppress_health_check=[HealthCheck.too_slow]))
+    run_on_redis(make_machine, redis_server.url, examples=25, steps=40)

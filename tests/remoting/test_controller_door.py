@@ -34,6 +34,15 @@ class FakeBroker:
                 self.got.set()
         writer.close()
 
+    async def told_master(self, broker_id: int, timeout: float = 5) -> None:
+        """Until a NOTIFY_BROKER_ROLE_CHANGED naming `broker_id` as master has arrived."""
+        async with asyncio.timeout(timeout):
+            while True:
+                self.got.clear()
+                if any(f.ext_fields.get("masterBrokerId") == str(broker_id) for f in self.frames):
+                    return
+                await self.got.wait()
+
     async def stop(self) -> None:
         self.server.close()
         await self.server.wait_closed()
@@ -201,12 +210,7 @@ async def test_master_loss_is_re_elected_once_by_the_workers_scans_and_announced
         assert elected[0].header["masterEpoch"] == 2
         r = await c.request(1004, {"brokerName": "b"})
         assert r.ext_fields["masterBrokerId"] == "2" and r.ext_fields["masterEpoch"] == "2"
-        async with asyncio.timeout(5):
-            while True:
-                slave.got.clear()
-                if any(f.ext_fields.get("masterBrokerId") == "2" for f in slave.frames):
-                    break
-                await slave.got.wait()
+        await slave.told_master(2)
         assert await controller_scan(door.ns) == []  # nothing left to do
         text = door.ns.metrics.render().decode()
         metrics = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
@@ -272,12 +276,7 @@ async def test_the_masters_connection_closing_re_elects_at_once(make_door, outag
             while (g := await controller_of(door.ns).store.group("b")).master != 2:
                 await asyncio.sleep(0.01)
         assert g.master_epoch == 2 and g.sync_state_set == frozenset({2}) and g.alive == frozenset({2})
-        async with asyncio.timeout(5):
-            while True:
-                slave.got.clear()
-                if any(f.ext_fields.get("masterBrokerId") == "2" for f in slave.frames):
-                    break
-                await slave.got.wait()
+        await slave.told_master(2)
     finally:
         await slave.stop()
 
