@@ -4,13 +4,31 @@ of async Redis clients."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import fakeredis
 import redis.asyncio as aioredis
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+
+class RedisMachine(RuleBasedStateMachine):
+    """A machine driving async stores from synchronous rules: `open` (from its @initialize) gives it an event loop
+    and a Redis client, closed at teardown."""
+
+    def open(self, connect: Callable[[], Any]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = connect()
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def teardown(self) -> None:
+        if hasattr(self, "loop"):
+            self.run(self.client.aclose())
+            self.loop.close()
 
 
 def _settings(examples: int, steps: int) -> settings:

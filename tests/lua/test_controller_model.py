@@ -11,17 +11,16 @@ is on.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 from hypothesis import event
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import initialize, invariant, rule
 
 from service.store.controller import ControllerStore
 from tests.controller_model import ControllerModel
-from tests.lua.machines import on_fakeredis, run_on_redis
+from tests.lua.machines import RedisMachine, on_fakeredis, run_on_redis
 
 CLUSTERS = ["C0", "C0", "C0", "C1"]  # mostly one cluster; C1 makes heartbeats that do not count for C0's sets
 NAMES = ["b0", "b1"]
@@ -35,11 +34,10 @@ opt_int = st.none() | st.integers(0, 3)
 
 
 def make_machine(connect):
-    class ControllerMachine(RuleBasedStateMachine):
+    class ControllerMachine(RedisMachine):
         @initialize(unclean=st.booleans())
         def setup(self, unclean):
-            self.loop = asyncio.new_event_loop()
-            self.client = connect()
+            self.open(connect)
             prefix = "c" + uuid.uuid4().hex[:10]
             self.workers = [ControllerStore(self.client, prefix=prefix) for _ in range(WORKERS)]
             self.model = ControllerModel()
@@ -51,14 +49,6 @@ def make_machine(connect):
             self.last_epochs: dict[str, tuple[int, int]] = {}
             # (master, masterEpoch, sssEpoch) seen lately, for stale masters' alters
             self.history: list[tuple[int | None, int, int]] = []
-
-        def run(self, coro):
-            return self.loop.run_until_complete(coro)
-
-        def teardown(self):
-            if hasattr(self, "loop"):
-                self.run(self.client.aclose())
-                self.loop.close()
 
         def store(self, w: int) -> ControllerStore:
             return self.workers[w % WORKERS]

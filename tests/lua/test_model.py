@@ -8,20 +8,19 @@ what the model's full registration does and answer what it answers.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import uuid
 
 import pytest
 from hypothesis import event
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import initialize, invariant, rule
 
 from service.errors import BrokerNameConflict, BrokerNotFound, CrossClusterRefused
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore
 from tests.invariants import check_invariants, jsonable
-from tests.lua.machines import on_fakeredis, run_on_redis
+from tests.lua.machines import RedisMachine, on_fakeredis, run_on_redis
 from tests.model import Conflict, CrossCluster, NotFound, RouteModel
 
 CLUSTERS = ["C0", "C1", "C2"]
@@ -35,11 +34,10 @@ topic_tables = st.dictionaries(st.sampled_from(TOPICS), qd, max_size=5)
 
 
 def make_machine(connect):
-    class RegistryMachine(RuleBasedStateMachine):
+    class RegistryMachine(RedisMachine):
         @initialize()
         def setup(self):
-            self.loop = asyncio.new_event_loop()
-            self.client = connect()
+            self.open(connect)
             self.store = RouteStore(self.client, prefix="m" + uuid.uuid4().hex[:10])
             self.model = RouteModel()
             self.now = 1_000_000
@@ -49,14 +47,6 @@ def make_machine(connect):
             self.unchanged = 0
             # chunked registrations under way: [ChunkedRegistration, model step, model actions left]
             self.inflight: list[list] = []
-
-        def run(self, coro):
-            return self.loop.run_until_complete(coro)
-
-        def teardown(self):
-            if hasattr(self, "loop"):
-                self.run(self.client.aclose())
-                self.loop.close()
 
         @rule(c=st.sampled_from(CLUSTERS), n=st.sampled_from(NAMES), bid=st.sampled_from([0, 0, 1, 2]),
               a=st.sampled_from(ADDRS), topics=topic_tables, counter=st.integers(0, 3), sv=st.integers(0, 2),
