@@ -25,6 +25,7 @@ from service.remoting.bodies import (
     parse_properties,
 )
 from service.remoting.codec import RemotingCommand
+from service.remoting.faq import no_route_remark
 
 SUCCESS = 0
 SYSTEM_ERROR = 1
@@ -95,7 +96,7 @@ def encoder(variant: tuple[str, str]) -> Callable[[Any], bytes]:
 def route_reply(ns: NameServer, cmd: RemotingCommand, topic: str, entry: Any) -> Reply:
     """The reply for a route entry: TOPIC_NOT_EXIST, or the encoded route (zone-filtered when asked)."""
     if entry.route is None:
-        return Reply(17, f"No topic route info in name server for the topic: {topic}")
+        return Reply(17, no_route_remark(topic))
     ext = cmd.ext_fields
     zone = ns.zone_filter(ext.get("__ZONE_MODE"), ext.get("__ZONE_NAME")) if "__ZONE_MODE" in ext else None
     if zone is not None:  # ZoneRouteRPCHook re-encodes with the default (non-standard) JSON
@@ -108,11 +109,11 @@ def route_reply(ns: NameServer, cmd: RemotingCommand, topic: str, entry: Any) ->
 async def get_route(call: Call) -> Reply:
     topic = call.ext("topic") or ""
     if not topic:
-        return Reply(17, "No topic route info in name server for the topic: null")
+        return Reply(17, no_route_remark(None))
     try:
         entry = await call.ns.route(call.who, topic)
     except InvalidArgument:  # Java looks any name up and finds nothing: TOPIC_NOT_EXIST, not SYSTEM_ERROR
-        return Reply(17, f"No topic route info in name server for the topic: {topic}")
+        return Reply(17, no_route_remark(topic))
     return route_reply(call.ns, call.cmd, topic, entry)
 
 
