@@ -127,7 +127,9 @@ def decode_register_broker_body(
 
     broker_version is the request's `version`. Below V3_0_11 the body is a bare TopicConfigSerializeWrapper (the
     compressed flag is ignored, as in Java) and filterServerList is None ("leave the table as is"). An empty body
-    gives DataVersion {0,0,0} and no topics, as DefaultRequestProcessor does for a null body.
+    gives DataVersion {0,0,0} and no topics, as DefaultRequestProcessor does for a null body. From V5_0_0 on, a body
+    that opens with a zlib header is decoded as the compressed form even when `compressed` is false (more lenient
+    than Java: 5.x brokers send their zipped body so).
     """
     if broker_version < 0:
         raise BodyError(f"request version {broker_version} is not a MQVersion ordinal")
@@ -143,6 +145,14 @@ def decode_register_broker_body(
         return _plain_wrapper(_json(body, "TopicConfigSerializeWrapper"), None, "TopicConfigSerializeWrapper")
     if compressed:
         return _decode_compressed(bytes(body), broker_version >= V5_0_0, max_inflated)
+    if broker_version >= V5_0_0 and _zlib_header(body):
+        # Every 5.x broker (5.0.0 through 5.5.0 at least) with compressedRegister=true zips the body yet sends
+        # compressed=false; Java's NameServer then fails on it. No JSON text starts with "x" (0x78), so a body that
+        # opens with a zlib header is taken for what it is, under the same limits (docs/deviations.md).
+        try:
+            return _decode_compressed(bytes(body), True, max_inflated)
+        except BodyError as exc:
+            raise BodyError(f"RegisterBrokerBody is a zlib stream (header compressed=false) but: {exc}") from None
     top = _json(body, "RegisterBrokerBody")
     if type(top) is not dict:
         raise BodyError("RegisterBrokerBody is not a JSON object")
@@ -200,6 +210,15 @@ class _Reader:
         out = self.data[self.pos : self.pos + length]
         self.pos += length
         return out
+
+
+def _zlib_header(body: bytes | bytearray | memoryview) -> bool:
+    """Whether the body opens as Java's Deflater writes a zlib stream: CMF 0x78 (deflate, 32 KiB window), then a
+    FLG byte that makes the pair a multiple of 31 (FCHECK) and asks for no preset dictionary (FDICT clear)."""
+    if len(body) < 2 or body[0] != 0x78:
+        return False
+    flg = body[1]
+    return (0x78 * 256 + flg) % 31 == 0 and not flg & 0x20
 
 
 def _decode_compressed(body: bytes, with_mapping: bool, max_inflated: int) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -183,6 +184,92 @@ def test_compressed_body_not_zlib_and_zip_bomb():
     bomb = zlib.compress(_chunk("{}") + bytes(100_000), 9)
     with pytest.raises(BodyError, match="beyond"):
         decode_register_broker_body(bomb, True, V4, max_inflated=10_000)
+
+
+# --- zipped body under compressed=false (every 5.x broker with compressedRegister=true sends this) ---------------
+
+# Made by Apache's own RegisterBrokerBody.encode(true) from the 5.5.0 jars: tests/fixtures/MakeZippedRegisterBody.java
+ZIPPED_5X = (Path(__file__).parents[1] / "fixtures" / "register_body_5x_zipped.bin").read_bytes()
+V5_0_0, V5_4_0, V5_5_0, V4_9_7 = 413, 493, 513, 405
+
+
+def test_the_fixture_is_what_java_deflater_writes():
+    assert ZIPPED_5X[:2] == b"\x78\xda"  # Deflater(BEST_COMPRESSION): zlib header, no dictionary
+
+
+@pytest.mark.parametrize("version", [V5_0_0, V5_4_0, V5_5_0])
+def test_zipped_body_of_a_5x_broker_sent_as_not_compressed(version):
+    decoded = decode_register_broker_body(ZIPPED_5X, False, version)
+    assert decoded == decode_register_broker_body(ZIPPED_5X, True, version)  # as if the header had said so
+    assert decoded["dataVersion"] == {"counter": 42, "stateVersion": 3, "timestamp": 1764000000000}
+    table = decoded["topicConfigTable"]
+    assert sorted(table) == ["%RETRY%group_a", "TopicA", "TopicB", "TopicOrder"]
+    assert table["TopicA"] == {
+        "topicName": "TopicA",
+        "readQueueNums": 8,
+        "writeQueueNums": 8,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": 0,
+        "order": False,
+        "attributes": {"+message.type": "NORMAL"},
+    }
+    assert (table["TopicB"]["readQueueNums"], table["TopicB"]["writeQueueNums"], table["TopicB"]["perm"]) == (16, 4, 4)
+    assert table["TopicB"]["topicFilterType"] == "MULTI_TAG"
+    assert table["TopicOrder"]["order"] is False  # the compressed form does not carry it (nor does Java read it)
+    assert decoded["filterServerList"] == ["127.0.0.1:10999"]
+    mapping = decoded["topicQueueMappingInfoMap"]["TopicStatic"]
+    assert (mapping["bname"], mapping["totalQueues"], mapping["epoch"], mapping["currIdMap"]) == (
+        "broker-z", 4, 7, {0: 0, 1: 1})
+
+
+def test_zipped_body_under_compressed_false_from_before_5x_stays_refused():
+    # 4.x brokers set the header right: below V5_0_0 a body that is not JSON is refused as before.
+    with pytest.raises(BodyError, match="not JSON"):
+        decode_register_broker_body(ZIPPED_5X, False, V4_9_7)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x78\x9c",  # a zlib header and nothing after it
+        b"\x78\xda garbage after a good header",
+        ZIPPED_5X[:-40],  # truncated inside the deflate data
+        ZIPPED_5X[:2] + bytes(len(ZIPPED_5X) - 2),
+        zlib.compress(b'{"filterServerList":[],"topicConfigSerializeWrapper":{}}'),  # JSON is only taken unzipped
+        zlib.compress(b"hello, world"),
+        zlib.compress(_chunk("{}") + struct.pack(">i", 1) + _chunk("T 1 1 6 NOT_A_TYPE {}")),
+    ],
+)
+def test_zlib_header_that_is_not_a_register_body_is_refused(body):
+    with pytest.raises(BodyError, match="is a zlib stream"):
+        decode_register_broker_body(body, False, V5_5_0)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"x",  # too short for a zlib header
+        b"\x78\x9d\x00\x00",  # FCHECK wrong
+        b"\x78\xbb\x00\x00",  # FCHECK right, FDICT set: Java never writes a preset dictionary
+        b"\x08\x1d\x00\x00",  # a valid zlib header with an 8-byte window: not what Java writes
+        ZIPPED_5X[1:],
+        b"\x00\xff garbage",
+    ],
+)
+def test_other_garbage_stays_not_json(body):
+    with pytest.raises(BodyError, match="not JSON"):
+        decode_register_broker_body(body, False, V5_5_0)
+
+
+def test_zip_bomb_under_compressed_false_is_refused_at_the_same_limit():
+    bomb = zlib.compress(_chunk("{}") + bytes(100_000), 9)
+    with pytest.raises(BodyError, match="beyond 10000 bytes"):
+        decode_register_broker_body(bomb, False, V5_5_0, max_inflated=10_000)
+    # within the limit the same stream is read, and fails only on what it holds (no topic count)
+    with pytest.raises(BodyError, match="is a zlib stream"):
+        decode_register_broker_body(zlib.compress(_chunk("{}") + bytes(2), 9), False, V5_5_0, max_inflated=10_000)
+    assert decode_register_broker_body(ZIPPED_5X, False, V5_5_0, max_inflated=len(zlib.decompress(ZIPPED_5X)))
 
 
 # --- plain form ---------------------------------------------------------------------------------------------------
