@@ -3,10 +3,11 @@ workers on a real Redis. Every 5.x broker so configured zips its RegisterBrokerB
 (BrokerOuterAPI.registerBrokerAll); Apache's own NameServer refuses that, ours takes the body for what it is
 (docs/deviations.md "compressed RegisterBrokerBody with compressed=false").
 
-One broker JVM, no Apache NameServer: the topics are written into the broker's topics.json before it starts, and a
+One broker JVM: the topics are written into the broker's topics.json before it starts, and a
 relay in front of worker 0 records the registrations the broker sends, so the test shows the premise (zipped body,
 header compressed=false) as well as the outcome (every topic routed on both workers, the periodic re-registration
-taken too).
+taken too). Apache's NameServer is asked separately, with the unit tests' fixture: it refuses the zipped bytes
+under compressed=false and reads them under compressed=true.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import socket
 import threading
 import urllib.request
 import uuid
+from pathlib import Path
 
 from service.remoting import codes, fastjson
+from service.remoting.bodies import crc32_of
 from service.remoting.codec import FrameDecoder, RemotingCommand
 from tests.interop import rocketmq as rmq
-from tests.interop.conftest import OurNameServer, registered
+from tests.interop.conftest import OurNameServer, native, registered
+from tests.redis_server import free_port
 from tests.remoting.client import Client
 
 TOPICS = 3000
@@ -169,3 +173,35 @@ def test_a_5x_broker_with_compressed_register_and_3000_topics_is_routed_on_both_
             shutil.rmtree(root, ignore_errors=True)
         else:
             print(f"interop logs kept in {root}")
+
+
+def test_apaches_namesrv_reads_the_fixture_only_when_the_header_says_compressed(interop_jars):
+    """The oracle for the unit tests' fixture (tests/fixtures/register_body_5x_zipped.bin) and for the deviation:
+    Apache's 5.5.0 NameServer decodes those bytes under compressed=true and refuses them under compressed=false,
+    as a 5.x broker sends them; ours takes both (tests/remoting/test_zipped_register.py)."""
+    body = (Path(__file__).parents[1] / "fixtures" / "register_body_5x_zipped.bin").read_bytes()
+    root = rmq.temp_root("interop-zipped-apache-")
+    apache = rmq.ApacheNameServer(rmq.LINE5, root, free_port()).start()
+    try:
+        apache.wait_listening()
+        ext = {"clusterName": "ClusterZ", "brokerName": "broker-z", "brokerId": "0", "brokerAddr": "127.0.0.1:10911",
+               "haServerAddr": "127.0.0.1:10912", "bodyCrc32": str(crc32_of(body)), "enableActingMaster": "false"}
+        refused = native(apache.port, codes.REGISTER_BROKER, {**ext, "compressed": "false"}, body, version=513)
+        assert refused.code == 1 and "Failed to decode RegisterBrokerBody" in refused.remark
+
+        async def register_and_read() -> tuple[RemotingCommand, RemotingCommand]:
+            c = await Client.connect(apache.port)  # one connection: closing it unregisters the broker
+            try:
+                taken = await c.request(codes.REGISTER_BROKER, {**ext, "compressed": "true"}, body, version=513)
+                return taken, await c.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}, version=513)
+            finally:
+                await c.close()
+
+        taken, route = asyncio.run(register_and_read())
+        assert taken.code == 0, taken.remark
+        assert route.code == 0, route.remark
+        (qd,) = fastjson.loads(route.body)["queueDatas"]
+        assert (qd["readQueueNums"], qd["writeQueueNums"], qd["perm"]) == (8, 8, 6)
+    finally:
+        rmq.stop_all([apache])
+        shutil.rmtree(root, ignore_errors=True)
