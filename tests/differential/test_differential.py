@@ -127,8 +127,6 @@ def _remark(code: int, request: int, reply_code: int, remark: str | None) -> str
         return "<exception>"  # docs/deviations.md "SYSTEM_ERROR remarks"
     if request == codes.REGISTER_TOPIC_IN_NAMESRV and reply_code == 0:
         return None  # docs/deviations.md "REGISTER_TOPIC_IN_NAMESRV naming an unknown broker"
-    if request == codes.GET_ROUTEINFO_BY_TOPIC and reply_code == 17 and remark:
-        return remark.split(", FAQ")[0].split("\nSee")[0].strip()  # Java appends an FAQ URL
     return remark
 
 
