@@ -28,7 +28,8 @@ else
   names = rcall("SMEMBERS", base .. "c:" .. cluster)
 end
 for _, bname in ipairs(names) do
-  if rcall("HDEL", kt, bname) == 1 then
+  local visible = serves(base, bname, topic)  -- a field a sweep has yet to clear is deleted, not counted
+  if rcall("HDEL", kt, bname) == 1 and visible then
     removed = removed + 1
     rcall("SREM", base .. "bt:" .. bname, topic)
     topics_touched(base, bname)

@@ -15,8 +15,11 @@
     3 topic budget: stop early once the expired brokers' topics add up to this (bounds the block when
       brokers carry many topics)
     4 default heartbeat timeout ms (for an entry that lacks its own)
+    5 sweep bound: a broker with more topics is removed in steps (sweepBroker-3) and counts as this many against
+      the budget; "" or 0 = never
   Returns:
-    {more 0/1, {member, brokerName, ...}}  more = 1 when the batch or the budget ran out (call again)
+    {more 0/1, {member, brokerName, ...}, {sweepId, ...}}  more = 1 when the batch or the budget ran out (call
+    again); the sweeps queued for brokers past the bound
   Side effects:
     Each due entry is re-checked against its live score (a broker that heartbeated a moment ago is
     kept and its deadline repaired, RocketMQ #11043); an expired one is unregistered as unregisterBroker
@@ -32,6 +35,8 @@ local batch = tonumber(ARGV[1])
 local now = now_ms(ARGV[2])
 local budget = tonumber(ARGV[3])
 local default_timeout = ARGV[4]
+local defer = tonumber(ARGV[5] or "")
+local sweeps = {}
 local spent = 0
 local more = 0
 local due = rcall("ZRANGEBYSCORE", K.deadlines, "-inf", "(" .. now, "LIMIT", 0, batch)
@@ -50,14 +55,22 @@ for i, member in ipairs(due) do
   else
     local cluster, addr = string.match(member, "^([^|]*)|(.*)$")
     local name = rcall("HGET", kl, "name")
-    if name then spent = spent + rcall("SCARD", base .. "bt:" .. name) end
+    if name then
+      local n = rcall("SCARD", base .. "bt:" .. name)
+      if defer and defer > 0 and n > defer then n = defer end
+      spent = spent + n
+    end
     spent = spent + 1
-    drop_live(base, K, cluster, addr, ch, name)
-    if name then remove_addr(base, K, cluster, name, addr, ch) end
+    local sweep = drop_live(base, K, cluster, addr, ch, name, defer)
+    if sweep then sweeps[#sweeps + 1] = sweep end
+    if name then
+      local _, s = remove_addr(base, K, cluster, name, addr, ch, defer)
+      if s then sweeps[#sweeps + 1] = s end
+    end
     out[#out + 1] = member
     out[#out + 1] = name or ""
   end
 end
 changes_publish(base, K.ver, ch)
 if #due == batch then more = 1 end
-return { more, out }
+return { more, out, sweeps }

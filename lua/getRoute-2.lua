@@ -2,7 +2,7 @@
   Route pickup (RocketMQ GET_ROUTEINFO_BY_TOPIC, RouteInfoManager.pickupTopicRouteData).
 
   KEYS:
-    1 topic        HASH   {P}:t:<topic>, brokerName -> queue data
+    1 topic        HASH   {P}:t:<topic>, brokerName -> queue data (shown only for brokers whose bt: holds the topic)
     2 filters      HASH   {P}:filtersrv, "cluster|addr" -> filter-server JSON list
   ARGV:
     1 topic   2 supportActingMaster "1"/"0"   3 orderMessageEnable "1"/"0"
@@ -22,18 +22,21 @@ local K = { topic = KEYS[1], filters = KEYS[2] }
 local base = key_base(KEYS[1])
 
 local topic = ARGV[1]
-local qflat = rcall("HGETALL", K.topic)
-if #qflat == 0 then return { 0 } end
-local perms = {}
-for i = 1, #qflat, 2 do perms[qflat[i]] = qd_perm(qflat[i + 1]) end
+local all = rcall("HGETALL", K.topic)
+if #all == 0 then return { 0 } end
 
+-- A broker's queue data count only while the topic is in its reverse index: a field left by a removal still being
+-- swept (sweepBroker) is not shown, whether the broker is gone or registered again since.
 local has_filters = rcall("HLEN", K.filters) > 0
-local brokers, filters = {}, {}
+local qflat, perms, brokers, filters = {}, {}, {}, {}
 local need_acting = false
-for i = 1, #qflat, 2 do
-  local bname = qflat[i]
+for i = 1, #all, 2 do
+  local bname = all[i]
   local meta = rcall("HMGET", base .. "b:" .. bname, "cluster", "enableActingMaster", "zoneName")
-  if meta[1] then
+  if meta[1] and serves(base, bname, topic) then
+    qflat[#qflat + 1] = bname
+    qflat[#qflat + 1] = all[i + 1]
+    perms[bname] = qd_perm(all[i + 1])
     local aflat = rcall("HGETALL", base .. "ba:" .. bname)
     local has0 = false
     for j = 1, #aflat, 2 do

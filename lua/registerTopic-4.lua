@@ -30,7 +30,7 @@ if #rows == 0 then return { 0 } end
 local kt = K.topic
 local changed = false
 for _, row in ipairs(rows) do
-  if rcall("HGET", kt, row[1]) ~= row[2] then
+  if not serves(base, row[1], topic) or rcall("HGET", kt, row[1]) ~= row[2] then
     rcall("HSET", kt, row[1], row[2])
     rcall("SADD", base .. "bt:" .. row[1], topic)
     topics_touched(base, row[1])

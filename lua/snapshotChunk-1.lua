@@ -21,15 +21,17 @@ for _, t in ipairs(res[2]) do
   local qflat = rcall("HGETALL", base .. "t:" .. t)
   for i = 1, #qflat, 2 do
     local b = qflat[i]
-    local c = clusters[b]
-    if c == nil then
-      c = rcall("HGET", base .. "b:" .. b, "cluster") or ""
-      clusters[b] = c
+    if serves(base, b, t) then  -- not a field a sweep has yet to clear
+      local c = clusters[b]
+      if c == nil then
+        c = rcall("HGET", base .. "b:" .. b, "cluster") or ""
+        clusters[b] = c
+      end
+      out[#out + 1] = c
+      out[#out + 1] = b
+      out[#out + 1] = t
+      out[#out + 1] = qflat[i + 1]
     end
-    out[#out + 1] = c
-    out[#out + 1] = b
-    out[#out + 1] = t
-    out[#out + 1] = qflat[i + 1]
   end
 end
 return { res[1], out }

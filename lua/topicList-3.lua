@@ -94,7 +94,14 @@ else return redis.error_reply("ERR unknown mode " .. mode) end
 
 local out = {}
 for _, t in ipairs(res[2]) do
-  local qflat = rcall("HGETALL", base .. "t:" .. t)
+  local qflat = {}
+  local all = rcall("HGETALL", base .. "t:" .. t)
+  for i = 1, #all, 2 do
+    if serves(base, all[i], t) then
+      qflat[#qflat + 1] = all[i]
+      qflat[#qflat + 1] = all[i + 1]
+    end
+  end
   local first = nil
   local size = table_size(#qflat / 2)
   for i = 1, #qflat, 2 do

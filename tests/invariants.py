@@ -2,7 +2,8 @@
 
 - every brokerName in queue data exists; each broker in exactly one cluster, matching its data;
 - no empty cluster, topic or broker; live entries <=> broker addresses; deadlines <=> live;
-- the reverse index brokerName -> topics equals the forward table;
+- the reverse index brokerName -> topics equals the forward table, but for the fields a removal still being swept
+  left (a topic not in its broker's reverse index: readers never see it), each of which its sweep still holds;
 - topic generations only for existing brokers; a live info that records a digest records what it was applied
   under too.
 """
@@ -34,7 +35,12 @@ async def read_tables(redis, prefix: str) -> dict:
     deadlines = dict(await redis.zrange(k.deadlines, 0, -1, withscores=True))
     gens = await redis.hgetall(k.topic_gens)
     digests = {m: await redis.hmget(k.base + "l:" + m, "rd", "tk") for m in found_l}
-    return dict(topics=topics, brokers=brokers, clusters=clusters, forward=forward, data=data, addrs=addrs,
+    pending: dict[str, set[str]] = defaultdict(set)  # brokerName -> topics its "r" sweeps have yet to clear
+    for sweep_id, job in (await redis.hgetall(k.sweeps)).items():
+        kind, name, *_ = job.split("\t") if sweep_id != "#" else ("#", "")
+        if kind == "r":
+            pending[name] |= set(await redis.smembers(k.sweep_topics(sweep_id)))
+    return dict(pending=pending, topics=topics, brokers=brokers, clusters=clusters, forward=forward, data=data, addrs=addrs,
                 reverse=reverse, members=members, live=live, deadlines=deadlines, live_info=found_l, gens=gens,
                 digests=digests)
 
@@ -43,6 +49,11 @@ async def check_invariants(redis, prefix: str) -> None:
     t = await read_tables(redis, prefix)
     assert t["topics"] == set(t["forward"]), "topic set != topic hashes"
     assert all(t["forward"].values()), "empty topic"
+    for topic, qds in t["forward"].items():  # fields left by a removal being swept: only those its sweep holds
+        for name in [n for n in qds if topic not in t["reverse"].get(n, ())]:
+            assert topic in t["pending"][name], f"queue data of {name} for {topic}: neither indexed nor swept"
+            del qds[name]
+    t["forward"] = {topic: qds for topic, qds in t["forward"].items() if qds}
     for topic, qds in t["forward"].items():
         for name in qds:
             assert name in t["brokers"], f"topic {topic} names unknown broker {name}"

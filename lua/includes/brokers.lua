@@ -1,21 +1,48 @@
--- Removal of a broker address: shared by unregister, expiry and the rename path of register.
--- Costs O(that broker's topics) thanks to the reverse index "bt:<brokerName>".
+-- Removal of a broker address: shared by unregister, expiry, a closed connection and the rename path of register.
+-- Costs O(that broker's topics) thanks to the reverse index "bt:<brokerName>"; past `defer` topics it costs O(1)
+-- here and the rest is left to sweepBroker's bounded steps (lua/sweepBroker-3.lua, service/store/sweeps.py).
 
--- Drop the liveness of (cluster, addr): live score, deadline, live info, filter servers.
-local function drop_live(base, K, cluster, addr, ch, broker_name)
+-- Queue a sweep of `broker_name`'s topics: kind "r" (remove the queue data of the topics in sw:<id>) or "n" (name
+-- every topic of bt:<brokerName> in change events, clearing the write bit too when `wipe`). Returns its id.
+local function sweep_new(base, kind, broker_name, wipe)
+  local ks = base .. "sweeps"
+  local id = tostring(rcall("HINCRBY", ks, "#", 1))
+  rcall("HSET", ks, id, kind .. "\t" .. broker_name .. "\t" .. (wipe and "1" or "0") .. "\t0")
+  return id
+end
+
+-- More topics than `defer` (0 or nil: never): too many to touch in this script.
+local function too_many(kbt, defer)
+  return defer ~= nil and defer > 0 and rcall("SCARD", kbt) > defer
+end
+
+-- Drop the liveness of (cluster, addr): live score, deadline, live info, filter servers. Filter servers show in
+-- the broker's routes, so removing them changes each of its topics (or, past `defer` topics, the broker: an "@"
+-- event; returns the id of a sweep that names the topics afterwards).
+local function drop_live(base, K, cluster, addr, ch, broker_name, defer)
   local member = cluster .. "|" .. addr
   rcall("ZREM", K.live, member)
   rcall("ZREM", K.deadlines, member)
   rcall("DEL", base .. "l:" .. member)
   if rcall("HDEL", K.filters, member) == 1 and broker_name then
-    for _, t in ipairs(rcall("SMEMBERS", base .. "bt:" .. broker_name)) do changes_add(ch, t) end
+    local kbt = base .. "bt:" .. broker_name
+    if too_many(kbt, defer) then
+      changes_add_broker(ch, broker_name)
+      return sweep_new(base, "n", broker_name, false)
+    end
+    for _, t in ipairs(rcall("SMEMBERS", kbt)) do changes_add(ch, t) end
   end
+  return nil
 end
 
 -- Remove every id of `broker_name` whose address is `addr` (RocketMQ #5374: by address, not id).
 -- Returns 0 when nothing matched, 1 when the broker is gone (with its queues, cluster membership,
--- and the cluster if emptied), 2 when it was reduced (acting-master rule: no id 0 => WRITE cleared).
-local function remove_addr(base, K, cluster, broker_name, addr, ch)
+-- and the cluster if emptied), 2 when it was reduced (acting-master rule: no id 0 => WRITE cleared); and the id of
+-- the sweep queued when the broker has more than `defer` topics. A gone broker's reverse index is then renamed to
+-- sw:<id> at once: from now on readers see none of its queue data (getRoute shows a broker's queue data of a
+-- topic only while the topic is in its bt:), and the sweep deletes the fields. A reduced one's routes change
+-- through an "@" event now; the sweep names its topics (and clears their write bit) afterwards.
+local function remove_addr(base, K, cluster, broker_name, addr, ch, defer)
   local kb = base .. "b:" .. broker_name
   if rcall("HGET", kb, "cluster") ~= cluster then return 0 end
   local kba = base .. "ba:" .. broker_name
@@ -33,13 +60,20 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch)
   if not matched then return 0 end
   topics_touched(base, broker_name)
   local kbt = base .. "bt:" .. broker_name
-  local topics = rcall("SMEMBERS", kbt)
+  local large = too_many(kbt, defer)
   if remaining == 0 then
-    for _, t in ipairs(topics) do
-      local kt = base .. "t:" .. t
-      rcall("HDEL", kt, broker_name)
-      if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, t) end
-      changes_add(ch, t)
+    local sweep = nil
+    if large then
+      sweep = sweep_new(base, "r", broker_name, false)
+      rcall("RENAME", kbt, base .. "sw:" .. sweep)
+      changes_add_broker(ch, broker_name)
+    else
+      for _, t in ipairs(rcall("SMEMBERS", kbt)) do
+        local kt = base .. "t:" .. t
+        rcall("HDEL", kt, broker_name)
+        if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, t) end
+        changes_add(ch, t)
+      end
     end
     rcall("DEL", kb, kba, kbt)
     -- A token names a generation only while its broker has one, so with no broker left the counter may restart.
@@ -49,10 +83,14 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch)
     local kc = base .. "c:" .. cluster
     rcall("SREM", kc, broker_name)
     if rcall("EXISTS", kc) == 0 then rcall("SREM", K.clusters, cluster) end
-    return 1
+    return 1, sweep
   end
   local wipe = (not has_master) and rcall("HGET", kb, "enableActingMaster") == "1"
-  for _, t in ipairs(topics) do
+  if large then
+    changes_add_broker(ch, broker_name)
+    return 2, sweep_new(base, "n", broker_name, wipe)
+  end
+  for _, t in ipairs(rcall("SMEMBERS", kbt)) do
     changes_add(ch, t)
     if wipe then
       local kt = base .. "t:" .. t

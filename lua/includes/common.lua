@@ -45,7 +45,14 @@ end
 local MAX_EVENT_TOPICS = 200000
 
 local function changes_new()
-  return { seen = {}, n = 0, all = false }
+  return { seen = {}, n = 0, all = false, brokers = {} }
+end
+
+-- Every route that shows `broker_name` changed: a line "@<brokerName>" (topic names cannot hold "@"). Workers evict
+-- the cached routes that name the broker. Used where naming its topics would cost O(its topics) in one script (a
+-- broker past the sweep bound, lua/sweepBroker-3.lua): the sweep's steps name the topics afterwards.
+local function changes_add_broker(ch, broker_name)
+  ch.brokers[#ch.brokers + 1] = broker_name
 end
 
 local function changes_add(ch, topic)
@@ -64,9 +71,9 @@ local function changes_add_all(ch)
   ch.seen = {}
 end
 
--- Bump the registry version and publish "<ver>\n*" or "<ver>\n<t1>\n<t2>...".
+-- Bump the registry version and publish "<ver>\n*" or "<ver>\n<t1>\n<t2>...\n@<broker>...".
 local function changes_publish(base, k_ver, ch)
-  if not ch.all and ch.n == 0 then return 0 end
+  if not ch.all and ch.n == 0 and #ch.brokers == 0 then return 0 end
   local ver = rcall("INCR", k_ver)
   local payload
   if ch.all then
@@ -74,6 +81,7 @@ local function changes_publish(base, k_ver, ch)
   else
     local parts = { tostring(ver) }
     for t, _ in pairs(ch.seen) do parts[#parts + 1] = t end
+    for _, b in ipairs(ch.brokers) do parts[#parts + 1] = "@" .. b end
     payload = table.concat(parts, "\n")
   end
   rcall("PUBLISH", base .. "changes", payload)
@@ -88,20 +96,29 @@ local function topics_touched(base, broker_name)
   rcall("HSET", ktg, broker_name, rcall("HINCRBY", ktg, "#", 1))
 end
 
+-- Whether `broker_name`'s queue data of topic `t` counts: the topic is in its reverse index. A field of t:<topic>
+-- outside it is a leftover of a removal still being swept (sweepBroker-3): no reader may see it.
+local function serves(base, broker_name, t)
+  return rcall("SISMEMBER", base .. "bt:" .. broker_name, t) == 1
+end
+
 -- The cross-cluster guard's topic rule: the first of `topics` ("name\n" repeated) that `broker_name` does not serve
 -- yet and whose queues live only on other clusters' brokers, or nil.
 local function topic_refused(base, cluster, broker_name, topics)
   local kbt = base .. "bt:" .. broker_name
   for t in string.gmatch(topics, "[^\n]+") do
     if rcall("SISMEMBER", kbt, t) == 0 then  -- a topic this broker already serves was allowed before
-      local holders = rcall("HKEYS", base .. "t:" .. t)
-      local ours = #holders == 0
-      for _, b in ipairs(holders) do
-        if rcall("HGET", base .. "b:" .. b, "cluster") == cluster then
-          ours = true
-          break
+      local ours, held = false, false
+      for _, b in ipairs(rcall("HKEYS", base .. "t:" .. t)) do
+        if serves(base, b, t) then
+          held = true
+          if rcall("HGET", base .. "b:" .. b, "cluster") == cluster then
+            ours = true
+            break
+          end
         end
       end
+      ours = ours or not held
       if not ours then return t end
     end
   end
@@ -130,30 +147,30 @@ end
 
 -- Step 10 of a registration for these topics (all of a whole one's, or one chunk's): write the broker's queue data
 -- of every topic whose data differ (check_each: a new data version, a first or unfinished registration) or, with
--- the same data version, of those missing for the broker only (SMISMEMBER in parts). Returns how many changed.
+-- the same data version, of those missing for the broker only. Which it serves is asked of the reverse index
+-- (SMISMEMBER in parts): a field of t:<topic> for a topic not in bt:<brokerName> is a leftover of a removal still
+-- being swept (sweepBroker), invisible to readers, so it counts as missing and is written over. Returns how many
+-- changed.
 local function write_queue_datas(base, k_topics, broker_name, names, encs, check_each, wipe_write, ch)
   local kbt = base .. "bt:" .. broker_name
-  local known = nil
-  if not check_each and #names > 0 then
-    known = {}
-    for i = 1, #names, 4000 do
-      local part = { unpack(names, i, math.min(i + 3999, #names)) }
-      local res = rcall("SMISMEMBER", kbt, unpack(part))
-      for j = 1, #part do known[part[j]] = res[j] == 1 end
-    end
+  local known = {}
+  for i = 1, #names, 4000 do
+    local part = { unpack(names, i, math.min(i + 3999, #names)) }
+    local res = rcall("SMISMEMBER", kbt, unpack(part))
+    for j = 1, #part do known[part[j]] = res[j] == 1 end
   end
   local changed = 0
   for j, t in ipairs(names) do
-    if check_each or not known[t] then
+    local served = known[t]
+    if check_each or not served then
       local e = encs[j]
       local perm = e[3]
       if wipe_write then perm = clear_write(perm) end
       local enc = qd_encode(e[1], e[2], perm, e[4])
       local kt = base .. "t:" .. t
-      local prev = rcall("HGET", kt, broker_name)
-      if prev ~= enc then
+      if not served or rcall("HGET", kt, broker_name) ~= enc then
         rcall("HSET", kt, broker_name, enc)
-        if not prev then
+        if not served then
           rcall("SADD", k_topics, t)
           rcall("SADD", kbt, t)
         end

@@ -499,8 +499,10 @@ class NameServer:
         return trend
 
     async def expire_due(self) -> list[tuple[str, str, str]]:
-        """Expire every broker past its timeout, one bounded script call after another."""
+        """Expire every broker past its timeout, one bounded script call after another; first finish the removals
+        of large brokers that a worker left half-swept (it died mid-way)."""
         started = time.perf_counter()
+        await self.store.finish_sweeps()
         res = await self.store.expire_all(batch=self.base_settings.expire_batch)
         self.metrics.scan_seconds.observe(time.perf_counter() - started)
         for cluster, addr, name in res.expired:

@@ -7,7 +7,9 @@ smaller FIFO; every entry and every encoded byte counts against fixed bounds, so
 cannot grow a worker past a fixed memory.
 
 Correctness rules:
-- an event `<ver>\\n<topics>` evicts those topics; `*`, a gap in versions, or a resubscription flushes everything;
+- an event `<ver>\\n<topics>` evicts those topics, and a line `@<brokerName>` every cached route that names that
+  broker (a removal too large to name its topics at once: they follow in later events); `*`, a gap in versions,
+  or a resubscription flushes everything;
 - a fill is stored only if no eviction happened while it was being fetched (epoch check), so a route read
   before a change can never be cached after that change's event;
 - the safety net: a poll of `{P}:ver` every half staleness bound flushes on versions the events missed, and if
@@ -62,6 +64,11 @@ class RouteEntry:
 MISSING = RouteEntry(None)  # shared by every negative entry; doors encode "no such topic" with the name
 
 
+def _brokers_of(route: TopicRouteData) -> set[str]:
+    """The brokerNames a route names (queue data and broker data): an "@" event for any of them evicts it."""
+    return {b.broker_name for b in route.broker_datas} | {q.broker_name for q in route.queue_datas}
+
+
 class RouteCache:
     def __init__(
         self,
@@ -85,6 +92,7 @@ class RouteCache:
         self.max_missing = max_missing
         self._clock = clock
         self._entries: dict[str, RouteEntry] = {}
+        self._by_broker: dict[str, set[str]] = {}  # brokerName -> cached topics whose route names it ("@" events)
         self._missing: dict[str, None] = {}
         self._inflight: dict[str, tuple[int, asyncio.Future[RouteEntry]]] = {}
         self.bytes = 0
@@ -156,6 +164,8 @@ class RouteCache:
             else:
                 self._drop(topic)
                 self._entries[topic] = entry
+                for name in _brokers_of(route):
+                    self._by_broker.setdefault(name, set()).add(topic)
                 self.bytes += entry.size + len(topic)
                 self._shrink(keep=topic)
         return entry
@@ -182,6 +192,13 @@ class RouteCache:
         old = self._entries.pop(topic, None)
         if old is not None:
             self.bytes -= old.size + len(topic)
+            assert old.route is not None
+            for name in _brokers_of(old.route):
+                topics = self._by_broker.get(name)
+                if topics is not None:
+                    topics.discard(topic)
+                    if not topics:
+                        del self._by_broker[name]
 
     def _shrink(self, keep: str) -> None:
         """Evict the oldest entries until both bounds hold again (never the one just written)."""
@@ -196,6 +213,7 @@ class RouteCache:
     # ---------------------------------------------------------------- invalidation
     def flush(self) -> None:
         self._entries.clear()
+        self._by_broker.clear()
         self._missing.clear()
         self.bytes = 0
         self._epoch += 1
@@ -219,7 +237,14 @@ class RouteCache:
         if rest == "*" or (self._ver_seen >= 0 and ver != self._ver_seen + 1):
             self.flush()
         else:
-            self._evict(rest.split("\n") if rest else [])
+            names = rest.split("\n") if rest else []
+            if "@" in rest:  # brokers: the cached routes naming them, besides the topics named
+                topics = [n for n in names if n[:1] != "@"]
+                for n in names:
+                    if n[:1] == "@":
+                        topics.extend(self._by_broker.get(n[1:], ()))
+                names = topics
+            self._evict(names)
         if rest == "*":
             self._schedule_config_refresh()
         self._ver_seen = max(self._ver_seen, ver)

@@ -64,7 +64,11 @@ class Keys:
         return self.base + "tg"
 
     @property
-    def changes(self) -> str:  # pub/sub channel: "<ver>\n*" or "<ver>\n<topic>\n<topic>..."
+    def sweeps(self) -> str:  # HASH sweep id -> "kind\tbrokerName\twipe\tcursor"; "#" -> the id counter
+        return self.base + "sweeps"
+
+    @property
+    def changes(self) -> str:  # pub/sub channel: "<ver>\n*" or "<ver>\n<topic>...\n@<brokerName>..."
         return self.base + "changes"
 
     @property
@@ -106,6 +110,9 @@ class Keys:
 
     def registration_topics(self, registration_id: str) -> str:  # SET (PX): a chunked registration's topics so far
         return self.base + "rs:" + registration_id
+
+    def sweep_topics(self, sweep_id: str) -> str:  # SET: a removed broker's topics its sweep has yet to clear
+        return self.base + "sw:" + sweep_id
 
     def kv(self, namespace: str) -> str:  # HASH key -> value
         return self.base + "kv:" + namespace

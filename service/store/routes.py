@@ -55,6 +55,7 @@ from service.models import (
     RegisterBrokerResult,
     TopicRouteData,
 )
+from service.store import sweeps
 from service.store.chunked import ChunkedRegistration
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
 from service.store.scripts import LuaScript, call_loaded, load_all
@@ -220,7 +221,7 @@ class RouteStore:
         # KEYS of the scripts that touch only registry-wide keys, by role (see each script's header).
         self._global = {"topics": k.topics, "brokers": k.brokers, "clusters": k.clusters, "live": k.live,
                         "deadlines": k.deadlines, "filters": k.filter_servers, "ver": k.version,
-                        "kvns": k.kv_namespaces, "config": k.runtime_config}
+                        "kvns": k.kv_namespaces, "config": k.runtime_config, "sweeps": k.sweeps}
         self._fixed = {name: [self._global[r] for r in s.key_roles] for name, s in self._scripts.items()
                        if all(r in self._global for r in s.key_roles)}
 
@@ -361,7 +362,8 @@ class RouteStore:
             req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
             single_topic_guard, connection, cross_cluster_topics, digest, now)
         count = req.topic_table.count
-        if self.limits.chunk_topics and count > self.limits.chunk_topics and not single_topic_guard:
+        # The single-topic guard refuses a first registration of one topic: never one with more topics than a chunk.
+        if self.limits.chunk_topics and count > self.limits.chunk_topics:
             return await self._chunked(req, args, self.limits.chunk_topics, delete_topic_with_broker_registration,
                                        cross_cluster_topics, digest).run()
         res = await self._run("registerBroker", self._fixed["registerBroker"], *args, client=self.bulk_redis,
@@ -470,41 +472,51 @@ class RouteStore:
         return out
 
     async def unregister_broker(self, ident: BrokerIdentity) -> int:
-        """0: address was not a member; 1: broker removed; 2: broker reduced."""
-        (res,) = await self._run("unregisterBroker", self._fixed["unregisterBroker"], ident.cluster,
-                                 ident.broker_name, str(ident.broker_id), ident.broker_addr, client=self.bulk_redis,
-                                 deadline=self.limits.bulk(await self._topic_count(ident.broker_name)))
+        """0: address was not a member; 1: broker removed; 2: broker reduced. A broker with more topics than
+        `limits.chunk_topics` is removed in bounded steps (service/store/sweeps.py), all done before this returns."""
+        res, sweep_ids = await self._run("unregisterBroker", self._fixed["unregisterBroker"], ident.cluster,
+                                         ident.broker_name, str(ident.broker_id), ident.broker_addr,
+                                         sweeps.sweep_bound(self), client=self.bulk_redis,
+                                         deadline=sweeps.removal_deadline(self))
+        await self.run_sweeps(sweep_ids)
         return int(res)
-
-    @bounded()
-    async def _topic_count(self, broker_name: str) -> int:
-        """The broker's topic count (O(1)): what its unregister costs, for that call's deadline."""
-        return int(await self.redis.scard(self.keys.broker_topics(broker_name)))
 
     async def drop_connection(self, connection: str, members: Iterable[tuple[str, str]]
                               ) -> list[tuple[str, str, str, int]]:
         """A native connection closed: unregister the (cluster, brokerAddr) entries that registered on it and
         have not registered again since. Returns (cluster, addr, brokerName, 1 removed | 2 reduced)."""
-        args: list[str] = [connection]
+        args: list[str] = [connection, sweeps.sweep_bound(self)]
         for cluster, addr in members:
             args += [cluster, addr]
-        if len(args) == 1:
+        if len(args) == 2:
             return []
-        flat = await self._run("dropConnection", self._fixed["dropConnection"], *args, client=self.bulk_redis,
-                               deadline=self.limits.bulk_deadline_s)
+        flat, sweep_ids = await self._run("dropConnection", self._fixed["dropConnection"], *args,
+                                          client=self.bulk_redis,
+                                          deadline=sweeps.removal_deadline(self, len(args) // 2))
+        await self.run_sweeps(sweep_ids)
         return [(flat[i], flat[i + 1], flat[i + 2], int(flat[i + 3])) for i in range(0, len(flat), 4)]
 
     async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000) -> ExpireResult:
-        """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics); `more` says
-        another call may find more."""
-        more, flat = await self._run("expireBrokers", self._fixed["expireBrokers"], batch,
-                                     "" if now is None else now, topic_budget, self.default_timeout_ms,
-                                     client=self.bulk_redis, deadline=self.limits.bulk(topic_budget + batch))
+        """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics, a broker past the
+        sweep bound counting as the bound: its topics go in steps); `more` says another call may find more."""
+        more, flat, sweep_ids = await self._run(
+            "expireBrokers", self._fixed["expireBrokers"], batch, "" if now is None else now, topic_budget,
+            self.default_timeout_ms, sweeps.sweep_bound(self), client=self.bulk_redis,
+            deadline=self.limits.bulk(topic_budget + batch))
+        await self.run_sweeps(sweep_ids)
         expired = []
         for member, name in _pairs(flat):
             cluster, _, addr = member.partition("|")
             expired.append((cluster, addr, name))
         return ExpireResult(expired=expired, more=bool(int(more)))
+
+    async def run_sweeps(self, sweep_ids: Sequence[str]) -> None:
+        """Run the sweeps a removal queued to the end (bounded steps: service/store/sweeps.py)."""
+        await sweeps.finish(self, sweep_ids)
+
+    async def finish_sweeps(self) -> int:
+        """Finish the broker sweeps a worker left half-done (it died, or Redis failed mid-way): script calls made."""
+        return await sweeps.finish_pending(self)
 
     async def expire_all(self, batch: int = 100, now: int | None = None, max_calls: int = 1000) -> ExpireResult:
         """Expire batch after batch (each call bounded) until nothing is due."""

@@ -20,6 +20,7 @@ import pytest
 from service.models import RegisterBroker, TopicConfig
 from service.store import RouteStore
 from service.store import chunked as chunked_module
+from service.store import sweeps as sweeps_module
 from service.store import routes as store_module
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
 from service.store.scripts import HEADER_WORDS, ScriptError, check_header, load_all, resolve_includes
@@ -82,7 +83,7 @@ def test_header_documents_every_argv():
 
 
 def test_every_script_is_used_by_the_store_and_vice_versa():
-    sources = inspect.getsource(store_module) + inspect.getsource(chunked_module)
+    sources = "".join(inspect.getsource(m) for m in (store_module, chunked_module, sweeps_module))
     called = set(re.findall(r'_(?:run|call)\(\s*"(\w+)"', sources))
     assert called == set(load_all()), (called ^ set(load_all()))
 
@@ -232,10 +233,11 @@ async def test_the_store_passes_each_script_exactly_its_declared_keys():
     assert await s.drop_connection("conn-1", [("C1", "10.0.0.2:1")]) == [("C1", "10.0.0.2:1", "B2", 1)]
     await s.unregister_broker(BrokerIdentity("C1", "B1", 0, "10.0.0.1:1"))
     await s.expire(now=10**13)
+    await s.finish_sweeps()
     by_sha = {hashlib.sha1(sc.source.encode()).hexdigest(): sc for sc in load_all().values()}
     role_key = {"topics": k.topics, "brokers": k.brokers, "clusters": k.clusters, "live": k.live,
                 "deadlines": k.deadlines, "filters": k.filter_servers, "ver": k.version, "kvns": k.kv_namespaces,
-                "config": k.runtime_config}
+                "config": k.runtime_config, "sweeps": k.sweeps}
     entity = {("getRoute", "topic"): k.topic("T1"), ("registerTopic", "topic"): k.topic("T2"),
               ("deleteTopic", "topic"): k.topic("T2"), ("writePerm", "brokerTopics"): k.broker_topics("B1"),
               ("memberGroup", "brokerAddrs"): k.broker_addrs("B1")}

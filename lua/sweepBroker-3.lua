@@ -1,0 +1,82 @@
+--[[
+  One bounded step of a broker sweep: what a removal left undone because the broker had too many topics for one
+  script (unregister, expiry, a closed connection; lua/includes/brokers.lua queues the sweep).
+
+  KEYS:
+    1 topics       SET    {P}:topics, all topic names
+    2 ver          STRING {P}:ver, registry version counter
+    3 sweeps       HASH   {P}:sweeps, sweep id -> "kind\tbrokerName\twipe 0/1\tcursor"; "#" -> the id counter
+  ARGV:
+    1 sweep id ("" = none: only list the sweeps under way)
+    2 topics per step (SPOP count / SSCAN COUNT)
+  Returns:
+    {more 0/1, {id, ...}}  more = 1 while this sweep has steps left; the ids of every sweep under way (a worker
+                           that died mid-sweep leaves its sweep for the scheduler's next tick)
+  Kinds:
+    r  the broker is gone and its reverse index was renamed to {P}:sw:<id>: pop `count` topics, delete the broker's
+       queue data of each unless the topic is in bt:<brokerName> again (the broker registered again since and
+       wrote it: that field is the new registration's), and the topic with its last queue data
+    n  the broker lost an address (or filter servers) but stays: walk bt:<brokerName> (SSCAN from the cursor) and
+       name each topic in change events; with wipe, clear the write bit of its queue data while the broker still
+       has no id 0 and acting master on (RocketMQ's unregister rule, as remove_addr applies it to small brokers)
+  Side effects:
+    route tables, {P}:sw:<id> emptied, the sweep's entry removed when done; publishes the step's topics on
+    {prefix}:changes. Each call O(count).
+]]
+local rcall = redis.call
+--- @include "includes/common"
+local K = { topics = KEYS[1], ver = KEYS[2], sweeps = KEYS[3] }
+local base = key_base(KEYS[1])
+
+local id, count = ARGV[1], tonumber(ARGV[2])
+local function under_way()
+  local ids = {}
+  for _, f in ipairs(rcall("HKEYS", K.sweeps)) do
+    if f ~= "#" then ids[#ids + 1] = f end
+  end
+  return ids
+end
+
+local job = id ~= "" and rcall("HGET", K.sweeps, id)
+if not job then return { 0, under_way() } end
+local kind, name, wipe, cursor = string.match(job, "^(%a)\t([^\t]*)\t(%d)\t(%d+)$")
+local kbt = base .. "bt:" .. name
+local ch = changes_new()
+local more
+if kind == "r" then
+  local ksw = base .. "sw:" .. id
+  for _, t in ipairs(rcall("SPOP", ksw, count)) do
+    if rcall("SISMEMBER", kbt, t) == 0 then
+      local kt = base .. "t:" .. t
+      rcall("HDEL", kt, name)
+      if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, t) end
+    end
+    changes_add(ch, t)
+  end
+  more = rcall("EXISTS", ksw) == 1
+else
+  local res = rcall("SSCAN", kbt, cursor, "COUNT", count)
+  local wiping = wipe == "1" and rcall("HGET", base .. "b:" .. name, "enableActingMaster") == "1"
+    and rcall("HEXISTS", base .. "ba:" .. name, "0") == 0
+  local wiped = false
+  for _, t in ipairs(res[2]) do
+    changes_add(ch, t)
+    if wiping then
+      local kt = base .. "t:" .. t
+      local enc = rcall("HGET", kt, name)
+      if enc then
+        local p = qd_perm(enc)
+        if is_writable(p) then
+          rcall("HSET", kt, name, qd_with_perm(enc, clear_write(p)))
+          wiped = true
+        end
+      end
+    end
+  end
+  if wiped then topics_touched(base, name) end
+  more = res[1] ~= "0"
+  if more then rcall("HSET", K.sweeps, id, kind .. "\t" .. name .. "\t" .. wipe .. "\t" .. res[1]) end
+end
+if not more then rcall("HDEL", K.sweeps, id) end
+changes_publish(base, K.ver, ch)
+return { more and 1 or 0, under_way() }
