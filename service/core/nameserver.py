@@ -193,7 +193,8 @@ class NameServer:
     async def register_broker(self, who: Principal, body: Mapping[str, Any] | bytes, *,
                               decode: Callable[[bytes], Mapping[str, Any]] | None = None,
                               door_key: bytes | None = None, memo: RegistrationMemo | None = None,
-                              single_topic_guard: bool = False, connection: str = "") -> RegisterBrokerResult:
+                              single_topic_guard: bool = False, connection: str = "",
+                              decode_cost: int | None = None) -> RegisterBrokerResult:
         """REGISTER_BROKER. `body` is RegisterBroker's JSON shape with typed values, or the raw wire body with the
         door's `decode` (a picklable function) turning it into that shape. It is validated here, after the
         caller's role and before its cluster binding; a large raw body is decoded and validated in a parser
@@ -206,7 +207,8 @@ class NameServer:
         registration is first tried as unchanged: the same bytes as the one this broker registered last
         (registration_digest) are applied without decoding and without touching a topic, if the store can show
         that nothing that could change the answer happened since; otherwise it is decoded and applied in full.
-        `memo`: the connection's RegistrationMemo, which spares hashing the same bytes again."""
+        `memo`: the connection's RegistrationMemo, which spares hashing the same bytes again. `decode_cost`: what
+        decoding the raw body costs in bytes of plain body (a zipped one inflates first), default its size."""
         self.access.require(who, Role.BROKER)
         s = self.settings
         digest = ""
@@ -223,7 +225,7 @@ class NameServer:
                     if res is not None:
                         self.metrics.registrations.labels(result="unchanged").inc()
                         return res
-                req = await self._parse_registration(decode, bytes(body))
+                req = await self._parse_registration(decode, bytes(body), decode_cost)
             else:
                 req = RegisterBroker.parse(body)
             self.access.require(who, Role.BROKER, req.cluster)
@@ -258,8 +260,9 @@ class NameServer:
             cross_cluster_topics=who.cluster_bound and not s.allow_cross_cluster_topics,
             clusters=sorted(who.clusters) if limited else None)
 
-    async def _parse_registration(self, decode: Callable[[bytes], Mapping[str, Any]], raw: bytes) -> RegisterBroker:
-        if len(raw) < OFFLOAD_BYTES:
+    async def _parse_registration(self, decode: Callable[[bytes], Mapping[str, Any]], raw: bytes,
+                                  cost: int | None = None) -> RegisterBroker:
+        if (len(raw) if cost is None else cost) < OFFLOAD_BYTES:
             return RegisterBroker.parse(decode(raw))
         if self._parsers is None:
             self._parsers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))

@@ -19,6 +19,7 @@ from service.remoting.bodies import (
     V5_0_0,
     BodyError,
     crc32_of,
+    decode_cost,
     decode_data_version,
     decode_register_broker_body,
     format_properties,
@@ -151,7 +152,8 @@ async def register_broker(call: Call) -> Reply:
     # are the same registration (NameServer.registration_digest).
     door_key = b"remoting\0" + fastjson.dumps([header, compressed, cmd.version >= V5_0_0])
     res = await call.ns.register_broker(call.who, cmd.body, decode=decode, door_key=door_key, memo=memo,
-                                        single_topic_guard=True, connection=call.connection.id)
+                                        single_topic_guard=True, connection=call.connection.id,
+                                        decode_cost=decode_cost(cmd.body, compressed))
     if crc and memo.crc != crc and memo.body is not None and (memo.body is cmd.body or memo.body == cmd.body):
         memo.crc = crc  # verified above, for the body the memo keeps now
     if not res.fenced:
