@@ -40,9 +40,9 @@ async def read_tables(redis, prefix: str) -> dict:
         kind, name, *_ = job.split("\t") if sweep_id != "#" else ("#", "")
         if kind == "r":
             pending[name] |= set(await redis.smembers(k.sweep_topics(sweep_id)))
-    return dict(pending=pending, topics=topics, brokers=brokers, clusters=clusters, forward=forward, data=data, addrs=addrs,
-                reverse=reverse, members=members, live=live, deadlines=deadlines, live_info=found_l, gens=gens,
-                digests=digests)
+    return dict(pending=pending, topics=topics, brokers=brokers, clusters=clusters, forward=forward, data=data,
+                addrs=addrs, reverse=reverse, members=members, live=live, deadlines=deadlines, live_info=found_l,
+                gens=gens, digests=digests)
 
 
 async def check_invariants(redis, prefix: str) -> None:

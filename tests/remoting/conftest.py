@@ -15,6 +15,7 @@ from service.http.app import create_app
 from service.remoting.server import RemotingServer
 from service.server import bind_socket, running
 from service.store import RouteStore
+from service.store.connect import store_limits
 from tests.redis_server import free_port
 from tests.remoting.client import Client
 
@@ -46,7 +47,7 @@ async def make_door(aiohttp_client):
         env = {"remoting_port": free_port(), **env}
         settings = load_settings(env={f"NAMESRV_{k.upper()}": str(v) for k, v in env.items()})
         redis = fakeredis.FakeAsyncRedis(server=redis_server or fakeredis.FakeServer(), decode_responses=True)
-        ns = NameServer(RouteStore(redis, settings.key_prefix), settings)
+        ns = NameServer(RouteStore(redis, settings.key_prefix, limits=store_limits(settings)), settings)
         ctx = running(ns, scheduler=False)
         await ctx.__aenter__()
         server = RemotingServer(ns, settings)

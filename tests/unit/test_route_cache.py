@@ -200,3 +200,31 @@ async def test_events_wake_the_watches_of_the_topics_they_name():
     feed.close(a)
     feed.close(b)
     assert len(feed) == 0 and feed.clients() == 0
+
+
+async def test_a_broker_event_evicts_the_cached_routes_naming_that_broker_and_wakes_their_watches():
+    """`@<brokerName>` (a removal too large to name its topics at once): every cached route that names the broker
+    goes, others stay; the index follows entries replaced or evicted meanwhile."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    both = TopicRouteData([QueueData("big", 8, 8, 6, 0), QueueData("b", 8, 8, 6, 0)],
+                          [BrokerData("C", "big", {0: "10.0.0.9:1"}), BrokerData("C", "b", {0: "10.0.0.1:1"})])
+    await c.fill("Shared", lambda: fetched(both))
+    await c.fill("Own", lambda: fetched(route("big")))
+    await c.fill("Other", lambda: fetched(route("b")))
+    await c.fill("Moved", lambda: fetched(route("big")))
+    c.apply_event("8\nMoved")
+    await c.fill("Moved", lambda: fetched(route("b")))  # no longer names big
+    watch = c.feed.open(("Own", "Other"), "1.2.3.4", 10, 10)
+    c.apply_event("9\n@big")
+    assert c.lookup("Shared") is None and c.lookup("Own") is None
+    assert c.lookup("Other") is not None and c.lookup("Moved") is not None
+    assert watch.take() == ["Own"]
+    c.apply_event("10\nX\n@nobody")  # a broker no cached route names: only the topics named
+    assert c.lookup("Other") is not None
+    c.flush()
+    await c.fill("Own", lambda: fetched(route("big")))
+    c.apply_event("11\n@big")  # after a flush the index starts over
+    assert c.lookup("Own") is None
+    c.feed.close(watch)
