@@ -136,22 +136,28 @@ def test_register_bench_tiny(tmp_path):
 
 
 def test_stall_bench_tiny(tmp_path):
-    """The stall benchmark at tiny size: the broker re-registered changed once during the busy run, the probe read
-    every worker in both runs, and the slow log was read."""
+    """The stall benchmark at tiny size, the broker framed as a stock 5.x broker with compressedRegister=true frames
+    it on the native door: re-registered changed once during the busy run, then unregistered, expired and dropped
+    (the bench itself checks the broker is gone after each), the probe read every worker on both doors in every
+    phase, and each phase's slow log was read."""
     need("redis-server")
     from benchmarks import stall_bench
 
-    assert stall_bench.main(["--tiny", "--out", str(tmp_path), "--rate", "50"]) == 0
-    res = orjson.loads((tmp_path / "stall-tiny.json").read_bytes())
+    assert stall_bench.main(["--tiny", "--out", str(tmp_path), "--rate", "50", "--body", "zipped"]) == 0
+    res = orjson.loads((tmp_path / "stall-zipped-tiny.json").read_bytes())
     assert res["workers"] == 2 and res["registrations"] == 1 and len(res["registration_s"]) == 1
-    for run in ("quiet", "busy"):
-        assert len(res[run]) == 2
-        for worker in res[run]:
-            assert worker["reads"] > 0 and worker["max_ms"] >= worker["p99_ms"] >= worker["p50_ms"] > 0
-            assert worker["non200"] == 0
-    assert res["redis_longest_ms"] > 0  # the re-registration's script alone takes over 1 ms at 2 000 topics
-    table = (tmp_path / "stall-tiny.md").read_text()
-    assert f"{res['redis_longest_ms']:.1f} ms" in table
+    assert res["door"] == "native" and res["body"] == "zipped"
+    assert set(res["phases"]) == {"quiet", "registrations", "unregister", "expiry", "drop"}
+    for name, phase in res["phases"].items():
+        assert {(r["worker"], r["door"]) for r in phase["reads"]} == {(0, "http"), (0, "native"), (1, "http"),
+                                                                       (1, "native")}
+        for r in phase["reads"]:
+            assert r["reads"] > 0 and r["max_ms"] >= r["p99_ms"] >= r["p50_ms"] > 0
+            assert r["non200"] == 0, (name, r)
+    # the re-registration's chunks alone take over 1 ms at 2 000 topics
+    assert res["phases"]["registrations"]["redis_longest_ms"] > 0
+    table = (tmp_path / "stall-zipped-tiny.md").read_text()
+    assert f"{res['phases']['drop']['redis_longest_ms']:.1f} |" in table and "| drop | 1 | native |" in table
 
 
 def test_peers_bench_tiny(tmp_path):
