@@ -20,8 +20,8 @@ import pytest
 from service.models import RegisterBroker, TopicConfig
 from service.store import RouteStore
 from service.store import chunked as chunked_module
-from service.store import sweeps as sweeps_module
 from service.store import routes as store_module
+from service.store import sweeps as sweeps_module
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
 from service.store.scripts import HEADER_WORDS, ScriptError, check_header, load_all, resolve_includes
 
