@@ -77,6 +77,11 @@ else
   more = res[1] ~= "0"
   if more then rcall("HSET", K.sweeps, id, kind .. "\t" .. name .. "\t" .. wipe .. "\t" .. res[1]) end
 end
-if not more then rcall("HDEL", K.sweeps, id) end
+if not more then
+  rcall("HDEL", K.sweeps, id)
+  -- With no sweep left the counter may restart (as tg's): a worker still stepping an id that was reused only
+  -- helps the new sweep along, and its sw:<id> cannot exist before this one is done.
+  if rcall("HLEN", K.sweeps) == 1 then rcall("DEL", K.sweeps) end
+end
 changes_publish(base, K.ver, ch)
 return { more and 1 or 0, under_way() }
