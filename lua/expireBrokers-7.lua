@@ -17,6 +17,8 @@
     4 default heartbeat timeout ms (for an entry that lacks its own)
     5 sweep bound: a broker with more topics is removed in steps (sweepBroker-3) and counts as this many against
       the budget; "" or 0 = never
+    6 grace ms ("" = 0): an entry expires only this long after its deadline (workers write the heartbeats they
+      acknowledged in batches, touchLive-2, at most this late)
   Returns:
     {more 0/1, {member, brokerName, ...}, {sweepId, ...}}  more = 1 when the batch or the budget ran out (call
     again); the sweeps queued for brokers past the bound
@@ -39,7 +41,8 @@ local defer = tonumber(ARGV[5] or "")
 local sweeps = {}
 local spent = 0
 local more = 0
-local due = rcall("ZRANGEBYSCORE", K.deadlines, "-inf", "(" .. now, "LIMIT", 0, batch)
+local grace = tonumber(ARGV[6] or "") or 0
+local due = rcall("ZRANGEBYSCORE", K.deadlines, "-inf", "(" .. (now - grace), "LIMIT", 0, batch)
 local ch = changes_new()
 local out = {}
 for i, member in ipairs(due) do
@@ -50,7 +53,7 @@ for i, member in ipairs(due) do
   local kl = base .. "l:" .. member
   local last = rcall("ZSCORE", K.live, member)
   local timeout = tonumber(rcall("HGET", kl, "timeout") or default_timeout)
-  if last and tonumber(last) + timeout >= now then
+  if last and tonumber(last) + timeout + grace >= now then
     rcall("ZADD", K.deadlines, tonumber(last) + timeout, member)
   else
     local cluster, addr = string.match(member, "^([^|]*)|(.*)$")

@@ -134,6 +134,9 @@ class Settings:
     broker_timeout_ms: int = _setting(DEFAULT_BROKER_TIMEOUT_MS, "default broker heartbeat timeout",
                                       minimum=1000, maximum=86_400_000, runtime=True)
     scan_interval_ms: int = _setting(10_000, "expiry scan period", minimum=100, maximum=3_600_000)
+    heartbeat_flush_ms: int = _setting(1000, "BROKER_HEARTBEATs (904) are acknowledged from memory and written to "
+                                             "Redis in one batch per this period (0 = each one before its reply); "
+                                             "expiry waits this long past a timeout", minimum=0, maximum=10_000)
     scan_first_delay_ms: int = _setting(5_000, "delay before the first expiry scan", minimum=0,
                                         maximum=3_600_000)
     expire_batch: int = _setting(100, "brokers removed per expiry script call", minimum=1, maximum=1000)

@@ -46,12 +46,16 @@ class Metrics:
                                      "start", registry=r)
         self._hb_known = self.heartbeats.labels(known="true")
         self._hb_unknown = self.heartbeats.labels(known="false")
+        self._hb_deferred = self.heartbeats.labels(known="deferred")  # 904: acknowledged, written in a batch
         self.snapshots = Counter("namesrv_snapshots_total", "snapshots taken by this worker", registry=r)
         self.watches = WatchStats()
         r.register(self.watches)
 
     def heartbeat(self, known: bool) -> None:
         (self._hb_known if known else self._hb_unknown).inc()
+
+    def heartbeat_deferred(self) -> None:
+        self._hb_deferred.inc()
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http.observe(route, method, status, seconds)
@@ -143,6 +147,7 @@ class RemotingStats(CountsAndLatency):
         self.busy = 0
         self.paused = 0  # times a connection stopped being read because its peer did not read its replies
         self.fast_routes = 0  # cached route reads answered by the decoder's hot path (code 105, SUCCESS)
+        self.fast_heartbeats = 0  # BROKER_HEARTBEATs acknowledged by the decoder's hot path (code 904, SUCCESS)
         self.open_now = lambda: 0  # set by the server: connections open now
         self.partial_now = lambda: 0  # set by the server: bytes held for incomplete frames (declared lengths)
 
@@ -155,17 +160,20 @@ class RemotingStats(CountsAndLatency):
         c = CounterMetricFamily("namesrv_remoting_requests", "remoting requests by request code and response code",
                                 labels=["code", "request", "result"])
         counts = dict(self.counts)
-        if self.fast_routes:
-            counts[(105, 0)] = counts.get((105, 0), 0) + self.fast_routes
+        fast = {105: self.fast_routes, 904: self.fast_heartbeats}
+        for code, n in fast.items():
+            if n:
+                counts[(code, 0)] = counts.get((code, 0), 0) + n
         for (code, result), n in sorted(counts.items()):
             c.add_metric([str(code), NAMES.get(code, "UNKNOWN"), str(result)], n)
         yield c
         buckets = {k: list(v) for k, v in self.buckets.items()}
-        if self.fast_routes:
-            buckets.setdefault(105, [0] * (len(LATENCY_BUCKETS) + 1))[0] += self.fast_routes
-            self.sums.setdefault(105, 0.0)
+        for code, n in fast.items():
+            if n:
+                buckets.setdefault(code, [0] * (len(LATENCY_BUCKETS) + 1))[0] += n
+                self.sums.setdefault(code, 0.0)
         yield latency_family("namesrv_remoting_request_seconds", "remoting request latency (hot-path route reads "
-                             "count in the first bucket)", "code", buckets, self.sums)
+                             "and heartbeats count in the first bucket)", "code", buckets, self.sums)
         yield GaugeMetricFamily("namesrv_remoting_connections", "remoting connections open now",
                                 value=self.open_now())
         yield GaugeMetricFamily("namesrv_remoting_partial_frame_bytes", "bytes held for incomplete frames, at "

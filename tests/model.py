@@ -206,6 +206,15 @@ class RouteModel:
         live.last = now
         return live.dv
 
+    def touch(self, cluster, addr, at):
+        """A batched BROKER_HEARTBEAT written (lua/touchLive-2.lua): a live entry moves forward to `at`, never back;
+        a gone one stays gone. Whether it moved."""
+        live = self.live.get((cluster, addr))
+        if live is None or live.last >= at:
+            return False
+        live.last = at
+        return True
+
     def unregister(self, cluster, name, addr):
         res = self._remove_addr(cluster, name, addr)
         if res:

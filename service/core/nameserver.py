@@ -31,6 +31,7 @@ from service.config import (
 )
 from service.core.access import Access, Principal, Role
 from service.core.coalesce import Coalescer
+from service.core.liveness import LivenessBatch
 from service.core.route_cache import RouteCache, RouteEntry
 from service.errors import ConfigBlacklisted, Disabled, InvalidArgument, NotReady, ReportNotFound
 from service.metrics import Metrics
@@ -47,6 +48,7 @@ from service.models import (
     RegisterBrokerResult,
     TopicList,
     TopicRouteData,
+    address,
     entity_name,
     is_system_topic,
     kv_name,
@@ -138,6 +140,7 @@ class NameServer:
         self._not_ready_until = 0.0
         self._heartbeats: Coalescer[tuple[str, str, DataVersion | None], HeartbeatResult] = Coalescer(
             store.heartbeat_many)
+        self.liveness = LivenessBatch(store.touch_live, settings.heartbeat_flush_ms, clock)
         self.routes = RouteCache(store.change_events, store.version, staleness_ms=settings.route_cache_staleness_ms,
                                  enabled=settings.route_cache, on_config=self.reload_shared_config, clock=clock,
                                  max_entries=settings.route_cache_max_entries,
@@ -157,8 +160,10 @@ class NameServer:
         except Exception as exc:
             log.warning("Redis is not reachable at start (%s); /readyz fails until it is", exc)
         await self.routes.start()
+        await self.liveness.start()
 
     async def stop(self) -> None:
+        await self.liveness.stop()
         await self.routes.stop()
         if self._parsers is not None:
             self._parsers.shutdown(wait=False, cancel_futures=True)
@@ -279,6 +284,28 @@ class NameServer:
         res = await self._heartbeats.submit((ident.cluster, ident.broker_addr, dv))
         self.metrics.heartbeat(res.data_version is not None)
         return res
+
+    def heartbeat_from_memory(self, who: Principal, cluster: str, broker_addr: str) -> bool:
+        """BROKER_HEARTBEAT (904) acknowledged from memory, with no await (a door's hot path): False when this
+        worker writes each heartbeat before its reply (heartbeat_flush_ms 0), then broker_heartbeat does."""
+        if self.liveness.interval <= 0:
+            return False
+        self.access.require(who, Role.BROKER, cluster)
+        self.liveness.record(cluster, broker_addr)
+        self.metrics.heartbeat_deferred()
+        return True
+
+    async def broker_heartbeat(self, who: Principal, cluster: str, broker_addr: str) -> None:
+        """BROKER_HEARTBEAT (904): refresh the liveness of (cluster, brokerAddr), as Java does whether or not it
+        is registered. Acknowledged from memory and written with the next batch (service/core/liveness.py);
+        with heartbeat_flush_ms 0, written before this returns."""
+        self.access.require(who, Role.BROKER)
+        cluster, broker_addr = entity_name(cluster, "clusterName"), address(broker_addr, "brokerAddr")
+        if self.heartbeat_from_memory(who, cluster, broker_addr):
+            return
+        self.access.require(who, Role.BROKER, cluster)
+        res = await self._heartbeats.submit((cluster, broker_addr, None))
+        self.metrics.heartbeat(res.data_version is not None)
 
     async def unregister_broker(self, who: Principal, body: Mapping[str, Any]) -> str:
         """'removed', 'reduced' or 'unknown' (the address was not a member: nothing changed)."""
@@ -506,7 +533,8 @@ class NameServer:
         of large brokers that a worker left half-swept (it died mid-way)."""
         started = time.perf_counter()
         await self.store.finish_sweeps()
-        res = await self.store.expire_all(batch=self.base_settings.expire_batch)
+        res = await self.store.expire_all(batch=self.base_settings.expire_batch,
+                                          grace_ms=self.base_settings.heartbeat_flush_ms)
         self.metrics.scan_seconds.observe(time.perf_counter() - started)
         for cluster, addr, name in res.expired:
             log.warning("broker expired: cluster=%s brokerName=%s brokerAddr=%s", cluster, name, addr)

@@ -13,7 +13,7 @@ from typing import Any
 
 from service.core import NameServer, Principal
 from service.errors import BrokerNotFound, InvalidArgument, NamesrvError
-from service.models import bool_text, int_text
+from service.models import BrokerIdentity, bool_text, int_text
 from service.remoting import codes, fastjson
 from service.remoting.bodies import (
     V5_0_0,
@@ -173,14 +173,12 @@ async def unregister_broker(call: Call) -> Reply:
 
 
 def _heartbeat_identity(call: Call) -> dict[str, Any]:
-    """QUERY_DATA_VERSION and BROKER_HEARTBEAT find the live entry by (clusterName, brokerAddr) only: Java answers
-    them without brokerName (and BROKER_HEARTBEAT without brokerId, a controller field), so the identity's
-    validation gets a stand-in for those two, which nothing reads."""
+    """QUERY_DATA_VERSION finds the live entry by (clusterName, brokerAddr) only: Java answers it without
+    brokerName, so the identity's validation gets a stand-in, which nothing reads (BROKER_HEARTBEAT:
+    heartbeat_fields)."""
     ident = _identity(call)
     if ident["brokerName"] is None:
         ident["brokerName"] = "_"
-    if ident["brokerId"] is None and call.cmd.code == codes.BROKER_HEARTBEAT:
-        ident["brokerId"] = 0
     return ident
 
 
@@ -195,9 +193,27 @@ async def query_data_version(call: Call) -> Reply:
     return Reply(ext={"changed": res.changed}, body=body)
 
 
+# What brokers put in BROKER_HEARTBEAT's header (BrokerHeartbeatRequestHeader): a header of these fields only, all
+# strings, may take the remoting server's hot path; anything else comes here.
+HEARTBEAT_FIELDS = frozenset({"clusterName", "brokerAddr", "brokerName", "brokerId", "epoch", "maxOffset",
+                              "confirmOffset", "heartbeatTimeoutMills", "electionPriority"})
+
+
+def heartbeat_fields(ext: dict[str, str]) -> tuple[str, str]:
+    """BROKER_HEARTBEAT's (clusterName, brokerAddr), its header validated as this handler validates it: the hot
+    path and this handler answer the same header alike."""
+    BrokerIdentity.parse({"clusterName": ext.get("clusterName"), "brokerAddr": ext.get("brokerAddr"),
+                          "brokerName": "_" if ext.get("brokerName") is None else ext["brokerName"],
+                          "brokerId": int_text(ext.get("brokerId"), "brokerId") or 0})
+    return ext["clusterName"], ext["brokerAddr"]
+
+
 @handles(codes.BROKER_HEARTBEAT)
 async def broker_heartbeat(call: Call) -> Reply:
-    await call.ns.heartbeat(call.who, _heartbeat_identity(call))
+    """Java updates the live entry's timestamp whether or not it exists, and answers SUCCESS (the remoting server's
+    hot path answers most of them without this handler)."""
+    cluster, addr = heartbeat_fields(call.cmd.ext_fields)
+    await call.ns.broker_heartbeat(call.who, cluster, addr)
     return Reply()
 
 

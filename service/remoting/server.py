@@ -53,7 +53,17 @@ from service.remoting.codec import (
     make_response,
 )
 from service.remoting.credentials import Credentials
-from service.remoting.handlers import HANDLERS, Call, Reply, encoder, error_reply, route_reply, route_variant
+from service.remoting.handlers import (
+    HANDLERS,
+    HEARTBEAT_FIELDS,
+    Call,
+    Reply,
+    encoder,
+    error_reply,
+    heartbeat_fields,
+    route_reply,
+    route_variant,
+)
 
 log = logging.getLogger(__name__)
 FORGET_RETRY_S = 30.0  # how long a closed broker connection's unregistration waits out a Redis outage
@@ -200,6 +210,7 @@ class RemotingServer:
         self.open_mode = ns.access.open_mode
         # the hot path needs no credential: reads are open (no read token) or everything is (open mode)
         self.fast_ok = self.open_mode or not ns.access.reads_protected
+        self.fast_heartbeats = self.open_mode or ns.access.writes_open  # likewise for brokers' heartbeats
         self.standard_only = settings.remoting_standard_json
         self.stats: RemotingStats = ns.metrics.remoting
         self.connections: set[Connection] = set()
@@ -343,9 +354,10 @@ class RemotingServer:
 
     def fast_route(self, view: memoryview, start: int, stop: int) -> bytes | None:
         """The hot path, called by the frame decoder for every frame: a JSON GET_ROUTEINFO_BY_TOPIC whose route
-        is cached gets its reply frame here, without a RemotingCommand, a task or a separate write. Anything
-        else (other codes, signatures, zones, a miss, a header this does not fully understand) returns None and
-        takes the general path, which decodes and checks the frame properly."""
+        is cached, and a JSON BROKER_HEARTBEAT the worker may acknowledge from memory (service/core/liveness.py),
+        get their reply frame here, without a RemotingCommand, a task or a separate write. Anything else (other
+        codes, signatures, zones, a miss, a header this does not fully understand) returns None and takes the
+        general path, which decodes and checks the frame properly."""
         if view[start] != 0 or not self.fast_ok:  # serialize type byte: JSON only
             return None
         header_len = int.from_bytes(view[start + 1:start + 4], "big")
@@ -357,10 +369,13 @@ class RemotingServer:
             return None
         # only a frame the decoder accepts (json_header_error decides for both), and only one whose every field
         # means the same as a string: anything else takes the general path, which decodes (or refuses) it
-        if json_header_error(header) is not None or header.get("code") != codes.GET_ROUTEINFO_BY_TOPIC \
-                or header.get("flag"):
+        code = header.get("code")
+        if json_header_error(header) is not None or header.get("flag") or (
+                code != codes.GET_ROUTEINFO_BY_TOPIC and code != codes.BROKER_HEARTBEAT):
             return None
         ext = header.get("extFields")
+        if code == codes.BROKER_HEARTBEAT:
+            return self._fast_heartbeat(header, ext)
         if type(ext) is not dict or len(ext) > 2:
             return None
         topic = ext.get("topic")
@@ -378,6 +393,22 @@ class RemotingServer:
         body = entry.encoded.get(variant) or self.ns.encoded_route(topic, entry, variant, encoder(variant))
         self.stats.fast_routes += 1
         return route_frame(opaque, body)
+
+    def _fast_heartbeat(self, header: dict, ext: Any) -> bytes | None:
+        """BROKER_HEARTBEAT without a credential to check (open modes) and with only the fields brokers send, all
+        strings: validated as the handler validates them, recorded for the next liveness batch, SUCCESS. Not a
+        controller heartbeat (one with a brokerId while the controller is on: controller_handlers answers it)."""
+        if not self.fast_heartbeats or type(ext) is not dict or not ext.keys() <= HEARTBEAT_FIELDS \
+                or not all(type(v) is str for v in ext.values()) or ("brokerId" in ext and self.ns.settings.controller):
+            return None
+        try:
+            cluster, addr = heartbeat_fields(ext)
+            if not self.ns.heartbeat_from_memory(self.anonymous, cluster, addr):
+                return None
+        except NamesrvError:
+            return None
+        self.stats.fast_heartbeats += 1
+        return route_frame(header.get("opaque") or 0, b"")
 
     def dispatch(self, conn: Connection, cmd: RemotingCommand) -> None:
         if cmd.flag & FLAG_RESPONSE:

@@ -471,6 +471,15 @@ class RouteStore:
             out.append(HeartbeatResult(changed=dv is not None and dv != stored_dv, data_version=stored_dv))
         return out
 
+    async def touch_live(self, beats: Sequence[tuple[str, str, int]], now: int | None = None) -> int:
+        """A batch of acknowledged BROKER_HEARTBEATs, (cluster, brokerAddr, age ms) each (service/core/liveness.py):
+        live entries move forward to now - age, never back; gone ones stay gone. How many moved."""
+        args: list[Any] = ["" if now is None else now, self.default_timeout_ms]
+        for cluster, addr, age in beats:
+            args += [cluster, addr, max(0, int(age))]
+        (n,) = await self._run("touchLive", self._fixed["touchLive"], *args, deadline=self.limits.bulk(len(beats)))
+        return int(n)
+
     async def unregister_broker(self, ident: BrokerIdentity) -> int:
         """0: address was not a member; 1: broker removed; 2: broker reduced. A broker with more topics than
         `limits.chunk_topics` is removed in bounded steps (service/store/sweeps.py), all done before this returns."""
@@ -496,12 +505,15 @@ class RouteStore:
         await self.run_sweeps(sweep_ids)
         return [(flat[i], flat[i + 1], flat[i + 2], int(flat[i + 3])) for i in range(0, len(flat), 4)]
 
-    async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000) -> ExpireResult:
+    async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000,
+                     grace_ms: int = 0) -> ExpireResult:
         """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics, a broker past the
-        sweep bound counting as the bound: its topics go in steps); `more` says another call may find more."""
+        sweep bound counting as the bound: its topics go in steps); `more` says another call may find more.
+        `grace_ms`: a broker expires only this long after its timeout (heartbeats acknowledged but not yet
+        written: service/core/liveness.py)."""
         more, flat, sweep_ids = await self._run(
             "expireBrokers", self._fixed["expireBrokers"], batch, "" if now is None else now, topic_budget,
-            self.default_timeout_ms, sweeps.sweep_bound(self), client=self.bulk_redis,
+            self.default_timeout_ms, sweeps.sweep_bound(self), grace_ms, client=self.bulk_redis,
             deadline=self.limits.bulk(topic_budget + batch))
         await self.run_sweeps(sweep_ids)
         expired = []
@@ -518,11 +530,12 @@ class RouteStore:
         """Finish the broker sweeps a worker left half-done (it died, or Redis failed mid-way): script calls made."""
         return await sweeps.finish_pending(self)
 
-    async def expire_all(self, batch: int = 100, now: int | None = None, max_calls: int = 1000) -> ExpireResult:
+    async def expire_all(self, batch: int = 100, now: int | None = None, max_calls: int = 1000,
+                         grace_ms: int = 0) -> ExpireResult:
         """Expire batch after batch (each call bounded) until nothing is due."""
         out: list[tuple[str, str, str]] = []
         for _ in range(max_calls):
-            res = await self.expire(batch, now)
+            res = await self.expire(batch, now, grace_ms=grace_ms)
             out.extend(res.expired)
             if not res.more:
                 return ExpireResult(out, more=False)

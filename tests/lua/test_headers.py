@@ -211,6 +211,7 @@ async def test_the_store_passes_each_script_exactly_its_declared_keys():
     await s.load_scripts()
     await s.register_broker(RegisterBroker("C1", "B1", 0, "10.0.0.1:1", "", {"T1": TopicConfig()}), now=1)
     await s.heartbeat("C1", "10.0.0.1:1")
+    await s.touch_live([("C1", "10.0.0.1:1", 5)])
     await s.get_route("T1")
     await s.cluster_info()
     await s.topic_list("all")

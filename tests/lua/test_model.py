@@ -58,6 +58,7 @@ def make_machine(connect):
             self.store = HoldingStore(self.client, prefix="m" + uuid.uuid4().hex[:10],
                                       limits=StoreLimits(chunk_topics=3))
             self.store.held = []
+            self.beats: dict[tuple[str, str], int] = {}  # BROKER_HEARTBEATs acknowledged, not yet written
             self.model = RouteModel()
             self.now = 1_000_000
             self.support_acting_master = False
@@ -232,6 +233,24 @@ def make_machine(connect):
             assert (res.data_version is None) == (expected is None)
             if expected is not None:
                 assert res.data_version == DataVersion(*expected)
+
+        @rule(c=st.sampled_from(CLUSTERS), a=st.sampled_from(ADDRS), dt=st.integers(0, 3000))
+        def beat(self, c, a, dt):
+            """A BROKER_HEARTBEAT acknowledged from memory (service/core/liveness.py): written by `write_beats`,
+            with every other operation possibly in between."""
+            self.now += dt
+            self.beats[(c, a)] = self.now
+
+        @rule(dt=st.integers(0, 3000))
+        def write_beats(self, dt):
+            self.now += dt
+            beats = sorted(self.beats.items())
+            self.beats.clear()
+            moved = sum(self.model.touch(c, a, at) for (c, a), at in beats)
+            got = self.run(self.store.touch_live([(c, a, self.now - at) for (c, a), at in beats], now=self.now))
+            assert got == moved
+            if beats:
+                event("batched heartbeats written: " + ("some moved" if moved else "none moved"))
 
         @rule(c=st.sampled_from(CLUSTERS), n=st.sampled_from(NAMES), a=st.sampled_from(ADDRS))
         def unregister(self, c, n, a):
