@@ -2,6 +2,7 @@
 (1 worker, and 2 workers), driven over the native remoting protocol by the same load tool (issue 22 item 2).
 
     python -m benchmarks.peers [--quick | --tiny | --full] [--out benchmarks/results] [--rust-bin PATH]
+                               [--only WORDS] [--no-memory]
 
 Workloads (benchmarks/rmqload.c, compiled here; frames built here): route reads (105) of random topics of 1 000;
 registrations (103) of a 100- and of a 1 000-topic broker, unchanged (the same frame again) and changed (data
@@ -356,11 +357,13 @@ def java_live_heap_mb(pid: int) -> float | None:
     return round(int(m.group(1)) / 1024, 1) if m else None
 
 
-def run(size: dict, tmp: Path, rust_bin: str | None, java: bool) -> dict:
+def run(size: dict, tmp: Path, rust_bin: str | None, java: bool, only: list[str] | None = None,
+        with_memory: bool = True) -> dict:
     exe = build_load_tool(str(tmp))
-    loads = workloads(size)
+    every = workloads(size)
+    loads = {name: f for name, f in every.items() if not only or any(w in name for w in only)}
     paths = {}
-    for i, (name, frames) in enumerate(loads.items()):
+    for i, (name, frames) in enumerate(every.items()):
         paths[name] = tmp / f"w{i}.frames"
         paths[name].write_bytes(b"".join(frames))
     seed_data = seed_frame(size)
@@ -396,7 +399,7 @@ def run(size: dict, tmp: Path, rust_bin: str | None, java: bool) -> dict:
                     rounds[name][s.name].append(load(exe, s, paths[name], conns.get(name, size["register"]),
                                                      size["duration"]))
         mem = {}
-        for s in servers:
+        for s in servers if with_memory else ():
             try:
                 mem[s.name] = memory(s, size["mem_brokers"], size["mem_topics"])
             except Exception as exc:  # noqa: BLE001 - the others' numbers still count
@@ -486,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     p.add_argument("--rust-bin", default=os.environ.get("RMQ_RUST_NAMESRV") or RUST_DEFAULT)
     p.add_argument("--no-java", action="store_true", help="skip Apache's Java NameServer")
+    p.add_argument("--only", action="append", metavar="WORDS",
+                   help="only the workloads whose name contains this (repeatable), e.g. --only heartbeat")
+    p.add_argument("--no-memory", action="store_true", help="skip the resident-memory phase")
     args = p.parse_args(argv)
     mode = "tiny" if args.tiny else "full" if args.full else "quick"
     rust_bin = args.rust_bin if args.rust_bin and os.access(args.rust_bin, os.X_OK) else None
@@ -499,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     size = SIZES[mode]
     tmp = Path(tempfile.mkdtemp(prefix="nsrv-peers-"))
     try:
-        res = run(size, tmp, rust_bin, java)
+        res = run(size, tmp, rust_bin, java, args.only, not args.no_memory)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res.update(run_header(mode, size))
