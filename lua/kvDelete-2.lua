@@ -21,6 +21,7 @@ local n = rcall("HDEL", K.kv, ARGV[2])
 if n == 1 and ARGV[1] == "ORDER_TOPIC_CONFIG" then
   local ch = changes_new()
   changes_add(ch, ARGV[2])
+  changes_add_state(ch, "*")  -- every registration's answer carries this table
   changes_publish(base, K.ver, ch)
 end
 return { n }

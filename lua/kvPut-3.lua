@@ -24,6 +24,7 @@ rcall("HSET", K.kv, ARGV[2], ARGV[3])
 if ARGV[1] == "ORDER_TOPIC_CONFIG" and before ~= ARGV[3] then
   local ch = changes_new()
   changes_add(ch, ARGV[2])
+  changes_add_state(ch, "*")  -- every registration's answer carries this table
   changes_publish(base, K.ver, ch)
 end
 return { 1 }

@@ -41,6 +41,7 @@
     mix their tables; a new generation is taken at once, and the digest is recorded only when it ends.
   Returns:
     {1, haServerAddr|"", masterAddr|"", hasKv 0/1, {k, v, ...}, changedTopics, registerFirst 0/1, unchanged 0/1}
+      unchanged mode adds: brokerName, clusterName, brokerAddr of the registration it replayed
       begin mode adds: applyTopics 0/1, checkEach 0/1 (dataVersion changed, first, or an earlier one unfinished:
       every topic is written, not only missing ones), wipeWrite 0/1, brokerChanged 0/1 (the worker publishes
       the broker's topics, registerFinish, instead of this script naming them all)
@@ -56,7 +57,8 @@
     a replaced address at the same id loses its liveness. A broker whose queue data changed gets a new topic
     generation ({P}:tg). With a digest: the live info records it with the role and generation it was applied
     under, and {P}:rd:<digest> names the member (PX = twice the heartbeat timeout, at least 2 min).
-    Publishes changed topics on {prefix}:changes.
+    Publishes changed topics on {prefix}:changes, and "!brokerName" unless unchanged (the worker's answers to
+    unchanged registrations of the broker end).
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -232,6 +234,13 @@ elseif applies then
   if changed_topics > 0 then topics_touched(base, name) end
 end
 
+-- What a worker answered unchanged registrations of this broker with may no longer hold: tell them ("!name").
+local prev = rcall("HMGET", kl, "dv", "ha", "timeout")
+if not unchanged and (begin or register_first or broker_changed or changed_topics > 0 or prev[1] ~= dv
+    or prev[2] ~= ha or tonumber(prev[3]) ~= timeout) then
+  changes_add_state(ch, name)
+end
+
 -- Step 11: liveness, keyed by (cluster, addr), scored on the Redis clock.
 rcall("ZADD", K.live, now, member)
 rcall("ZADD", K.deadlines, now + timeout, member)
@@ -289,4 +298,7 @@ if begin then
   return { 1, ha_out, master_out, has_kv, kv, 0, register_first and 1 or 0, 0, applies and 1 or 0,
     check_each and 1 or 0, (is_prime_slave and eam == "1") and 1 or 0, broker_changed and 1 or 0 }
 end
-return { 1, ha_out, master_out, has_kv, kv, changed_topics, register_first and 1 or 0, unchanged and 1 or 0 }
+if unchanged then  -- who it was: the worker may answer the same bytes again from memory (service/core/unchanged.py)
+  return { 1, ha_out, master_out, has_kv, kv, 0, 0, 1, name, cluster, addr }
+end
+return { 1, ha_out, master_out, has_kv, kv, changed_topics, register_first and 1 or 0, 0 }

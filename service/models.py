@@ -431,6 +431,7 @@ class RegisterBrokerResult:
     changed_topics: int = 0
     register_first: bool = False
     unchanged: bool = False  # applied without its topics: the same bytes as this broker's last registration
+    who: tuple[str, str, str] | None = None  # unchanged: (brokerName, clusterName, brokerAddr) it replayed
 
     def to_dict(self) -> dict[str, Any]:
         return {"haServerAddr": self.ha_server_addr, "masterAddr": self.master_addr,

@@ -21,6 +21,7 @@ end
 -- event; returns the id of a sweep that names the topics afterwards).
 local function drop_live(base, K, cluster, addr, ch, broker_name, defer)
   local member = cluster .. "|" .. addr
+  if broker_name then changes_add_state(ch, broker_name) end
   rcall("ZREM", K.live, member)
   rcall("ZREM", K.deadlines, member)
   rcall("DEL", base .. "l:" .. member)

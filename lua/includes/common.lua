@@ -45,7 +45,17 @@ end
 local MAX_EVENT_TOPICS = 200000
 
 local function changes_new()
-  return { seen = {}, n = 0, all = false, brokers = {} }
+  return { seen = {}, n = 0, all = false, brokers = {}, states = {} }
+end
+
+-- Brokers whose registration state changed in this script (queue data, addresses, liveness removed, a full
+-- registration): published as "!<brokerName>" lines ("!*": every broker), which routes ignore and which end the
+-- worker's answers to unchanged registrations of that broker (service/core/unchanged.py). topics_touched adds to
+-- it too, for every script at once.
+local touched_brokers = {}
+
+local function changes_add_state(ch, broker_name)
+  ch.states[broker_name] = true
 end
 
 -- Every route that shows `broker_name` changed: a line "@<brokerName>" (topic names cannot hold "@"). Workers evict
@@ -71,9 +81,11 @@ local function changes_add_all(ch)
   ch.seen = {}
 end
 
--- Bump the registry version and publish "<ver>\n*" or "<ver>\n<t1>\n<t2>...\n@<broker>...".
+-- Bump the registry version and publish "<ver>\n*" or "<ver>\n<t1>\n<t2>...\n@<broker>...\n!<broker>...".
 local function changes_publish(base, k_ver, ch)
-  if not ch.all and ch.n == 0 and #ch.brokers == 0 then return 0 end
+  for b, _ in pairs(touched_brokers) do ch.states[b] = true end
+  touched_brokers = {}
+  if not ch.all and ch.n == 0 and #ch.brokers == 0 and next(ch.states) == nil then return 0 end
   local ver = rcall("INCR", k_ver)
   local payload
   if ch.all then
@@ -82,6 +94,7 @@ local function changes_publish(base, k_ver, ch)
     local parts = { tostring(ver) }
     for t, _ in pairs(ch.seen) do parts[#parts + 1] = t end
     for _, b in ipairs(ch.brokers) do parts[#parts + 1] = "@" .. b end
+    for b, _ in pairs(ch.states) do parts[#parts + 1] = "!" .. b end
     payload = table.concat(parts, "\n")
   end
   rcall("PUBLISH", base .. "changes", payload)
@@ -92,6 +105,7 @@ end
 -- generation from one registry-wide counter, so a value is never reused, not even after the broker is removed
 -- and registered again. registerBroker's unchanged path is valid only while the generation it recorded holds.
 local function topics_touched(base, broker_name)
+  touched_brokers[broker_name] = true
   local ktg = base .. "tg"
   rcall("HSET", ktg, broker_name, rcall("HINCRBY", ktg, "#", 1))
 end

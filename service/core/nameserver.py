@@ -33,6 +33,7 @@ from service.core.access import Access, Principal, Role
 from service.core.coalesce import Coalescer
 from service.core.liveness import LivenessBatch
 from service.core.route_cache import RouteCache, RouteEntry
+from service.core.unchanged import Answer, UnchangedAnswers
 from service.errors import ConfigBlacklisted, Disabled, InvalidArgument, NotReady, ReportNotFound
 from service.metrics import Metrics
 from service.models import (
@@ -146,6 +147,8 @@ class NameServer:
                                  max_entries=settings.route_cache_max_entries,
                                  max_bytes=settings.route_cache_max_bytes,
                                  max_missing=settings.route_cache_max_absent)
+        self.unchanged = UnchangedAnswers()  # unchanged registrations this worker may answer from memory
+        self.routes.state_listeners.append(self.unchanged.invalidate)
         self._parsers: ProcessPoolExecutor | None = None  # large registration bodies are parsed there
         self._apply_switches({})
 
@@ -226,8 +229,14 @@ class NameServer:
                         digest = registration_digest(door_key, s.broker_timeout_ms, body)
                     else:
                         digest = memo.digest_of(digest_key(door_key, s.broker_timeout_ms), body)
+                    known = self._unchanged_from_memory(who, digest, connection)
+                    if known is not None:
+                        return known
+                    epoch = self.unchanged.epoch
                     res = await self._register_unchanged(who, digest, single_topic_guard, connection)
                     if res is not None:
+                        if res.who is not None and not who.cluster_bound:
+                            self.unchanged.put(epoch, digest, connection, Answer(*res.who, res))
                         self.metrics.registrations.labels(result="unchanged").inc()
                         return res
                 req = await self._parse_registration(decode, bytes(body), decode_cost)
@@ -249,6 +258,20 @@ class NameServer:
             raise
         self.metrics.registrations.labels(result="fenced" if res.fenced else "ok").inc()
         return res
+
+    def _unchanged_from_memory(self, who: Principal, digest: str, connection: str) -> RegisterBrokerResult | None:
+        """The store's answer to the same bytes on this connection, while no change to that broker was heard of
+        and the change events are fresh (service/core/unchanged.py); the broker's liveness goes with the next
+        heartbeat batch. None: ask the store. Not for a cluster-bound credential (the store checks its guard)."""
+        if who.cluster_bound or self.liveness.interval <= 0 or not self.routes.fresh:
+            return None
+        answer = self.unchanged.get(digest, connection)
+        if answer is None:
+            return None
+        self.access.require(who, Role.BROKER, answer.cluster)
+        self.liveness.record(answer.cluster, answer.broker_addr)
+        self.metrics.registrations.labels(result="unchanged").inc()
+        return answer.result
 
     async def _register_unchanged(self, who: Principal, digest: str, single_topic_guard: bool,
                                   connection: str) -> RegisterBrokerResult | None:
@@ -319,6 +342,7 @@ class NameServer:
     async def connection_closed(self, connection: str, members: Iterable[tuple[str, str]]) -> list[str]:
         """A native connection closed (RocketMQ onChannelDestroy): unregister the brokers that registered on it
         and have not registered again since through another connection, worker or door."""
+        self.unchanged.connection_closed(connection)
         removed = await self.store.drop_connection(connection, members)
         for cluster, addr, name, _ in removed:
             log.warning("broker removed, its connection closed: cluster=%s brokerName=%s brokerAddr=%s",

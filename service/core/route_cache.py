@@ -8,8 +8,9 @@ cannot grow a worker past a fixed memory.
 
 Correctness rules:
 - an event `<ver>\\n<topics>` evicts those topics, and a line `@<brokerName>` every cached route that names that
-  broker (a removal too large to name its topics at once: they follow in later events); `*`, a gap in versions,
-  or a resubscription flushes everything;
+  broker (a removal too large to name its topics at once: they follow in later events); a line `!<brokerName>`
+  (`!*`: all) evicts no route but tells `state_listeners` that broker's registration changed; `*`, a gap in
+  versions, or a resubscription flushes everything (and tells the listeners: all);
 - a fill is stored only if no eviction happened while it was being fetched (epoch check), so a route read
   before a change can never be cached after that change's event;
 - the safety net: a poll of `{P}:ver` every half staleness bound flushes on versions the events missed, and if
@@ -107,6 +108,8 @@ class RouteCache:
         self.flushes = 0
         self.evictions = 0
         self.feed = ChangeFeed()  # long-polls and streams of this worker, woken by the same events
+        # told the brokers whose registration state changed ("!" lines), or None for all (a flush)
+        self.state_listeners: list[Callable[[list[str] | None], None]] = []
 
     # ---------------------------------------------------------------- reads
     @property
@@ -212,6 +215,8 @@ class RouteCache:
 
     # ---------------------------------------------------------------- invalidation
     def flush(self) -> None:
+        for listener in self.state_listeners:
+            listener(None)
         self._entries.clear()
         self._by_broker.clear()
         self._missing.clear()
@@ -238,13 +243,19 @@ class RouteCache:
             self.flush()
         else:
             names = rest.split("\n") if rest else []
+            if "!" in rest:  # registration states: no route changes by them
+                states = [n[1:] for n in names if n[:1] == "!"]
+                for listener in self.state_listeners:
+                    listener(None if "*" in states else states)
+                names = [n for n in names if n[:1] != "!"]
             if "@" in rest:  # brokers: the cached routes naming them, besides the topics named
                 topics = [n for n in names if n[:1] != "@"]
                 for n in names:
                     if n[:1] == "@":
                         topics.extend(self._by_broker.get(n[1:], ()))
                 names = topics
-            self._evict(names)
+            if names:
+                self._evict(names)
         if rest == "*":
             self._schedule_config_refresh()
         self._ver_seen = max(self._ver_seen, ver)

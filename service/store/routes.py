@@ -176,6 +176,7 @@ def _registration_result(res: list[Any]) -> RegisterBrokerResult | None:
         changed_topics=int(res[5]),
         register_first=bool(int(res[6])),
         unchanged=bool(int(res[7])),
+        who=(res[8], res[9], res[10]) if len(res) > 10 else None,
     )
 
 

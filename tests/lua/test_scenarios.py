@@ -893,42 +893,43 @@ async def test_heartbeat_refreshes_liveness(ns):
 
 async def test_change_events(ns):
     async with Changes(ns) as changes:
+        # "!<brokerName>": the broker's registration state changed (workers' unchanged answers end), routes not
         await ns.register_broker(broker(), now=T0)
-        assert await changes.one() == (1, {"baseTopic", "TestTopic"})
+        assert await changes.one() == (1, {"baseTopic", "TestTopic", "!" + BROKER})
         await ns.register_broker(broker(), now=T0 + 1)  # identical: nothing to tell
         await ns.heartbeat(CLUSTER, MASTER, now=T0 + 2)
         assert await changes.take() == [] and await ns.version() == 1
         await ns.register_broker(slave(), now=T0 + 2)  # new address: the broker's routes change
-        assert await changes.one() == (2, {"baseTopic", "TestTopic"})
+        assert await changes.one() == (2, {"baseTopic", "TestTopic", "!" + BROKER})
         await ns.register_broker(broker(topics=["TestTopic", "TestTopic1"], counter=2), now=T0 + 3)
-        assert await changes.one() == (3, {"TestTopic1"})
+        assert await changes.one() == (3, {"TestTopic1", "!" + BROKER})
         await ns.wipe_write_perm(BROKER)
-        assert await changes.one() == (4, {"baseTopic", "TestTopic", "TestTopic1"})
+        assert await changes.one() == (4, {"baseTopic", "TestTopic", "TestTopic1", "!" + BROKER})
         await ns.wipe_write_perm(BROKER)
         assert await changes.take() == []
         await ns.add_write_perm(BROKER)
-        assert await changes.one() == (5, {"baseTopic", "TestTopic", "TestTopic1"})
+        assert await changes.one() == (5, {"baseTopic", "TestTopic", "TestTopic1", "!" + BROKER})
         await ns.delete_topic("TestTopic1")
-        assert await changes.one() == (6, {"TestTopic1"})
+        assert await changes.one() == (6, {"TestTopic1", "!" + BROKER})
         await ns.delete_topic("TestTopic1")
         await ns.delete_topic("TestTopic", "No_Such_Cluster")
         await ns.unregister_broker(ident(MASTER, 0, BROKER1))
         assert await changes.take() == []
         await ns.register_topic("TestTopic2", [QueueData(BROKER, 1, 1, 6, 0)])
-        assert await changes.one() == (7, {"TestTopic2"})
+        assert await changes.one() == (7, {"TestTopic2", "!" + BROKER})
         await ns.kv_put(ORDER_TOPIC_CONFIG, "TestTopic", "Default_Broker:4")
-        assert await changes.one() == (8, {"TestTopic"})
+        assert await changes.one() == (8, {"TestTopic", "!*"})  # every registration's answer carries it
         await ns.kv_put(ORDER_TOPIC_CONFIG, "TestTopic", "Default_Broker:4")
         await ns.kv_put("other-namespace", "TestTopic", "x")
         assert await changes.take() == []
         await ns.kv_delete(ORDER_TOPIC_CONFIG, "TestTopic")
-        assert await changes.one() == (9, {"TestTopic"})
+        assert await changes.one() == (9, {"TestTopic", "!*"})
         await ns.put_runtime_config({"orderMessageEnable": "true"})
         assert await changes.one() == (10, "*")
         await ns.unregister_broker(ident(SLAVE, 1))
-        assert await changes.one() == (11, {"baseTopic", "TestTopic", "TestTopic2"})
+        assert await changes.one() == (11, {"baseTopic", "TestTopic", "TestTopic2", "!" + BROKER})
         await ns.expire(now=T0 + 120_004)
-        assert await changes.one() == (12, {"baseTopic", "TestTopic", "TestTopic2"})
+        assert await changes.one() == (12, {"baseTopic", "TestTopic", "TestTopic2", "!" + BROKER})
         assert await ns.version() == 12
 
 
@@ -941,9 +942,9 @@ async def test_change_events_name_every_topic_of_a_big_broker(ns):
     async with Changes(ns) as changes:
         await ns.register_broker(broker(name="A", topics=table(*many, base=False)), now=T0)
         ver, topics = await changes.one()
-        assert ver == 1 and topics == set(many)
+        assert ver == 1 and topics == {*many, "!A"}
         assert await ns.unregister_broker(ident(MASTER, name="A")) == 1
-        assert await changes.one() == (2, set(many))
+        assert await changes.one() == (2, {*many, "!A"})
 
 
 async def test_change_events_collapse_to_star_past_the_bound(store):

@@ -1,0 +1,127 @@
+"""Unchanged registrations answered from the worker's memory (service/core/unchanged.py): after the store confirmed
+the same bytes on a connection, the worker answers them again without Redis, until a change to that broker made
+through any worker ("!<brokerName>" events) sends the next one to the store, which applies it in full. Two workers
+(two doors on one fake Redis server, each with its route cache subscribed)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import fakeredis
+
+from service.core.unchanged import Answer, UnchangedAnswers
+from service.models import BrokerIdentity, RegisterBrokerResult
+from service.remoting import codes
+from tests.remoting.test_door import SUCCESS, register_body, register_ext
+
+
+def script_calls(door) -> list[str]:
+    store, calls = door.ns.store, []
+    run = store._run
+
+    async def spy(name, keys, *args, **kw):
+        calls.append(name)
+        return await run(name, keys, *args, **kw)
+
+    store._run = spy
+    return calls
+
+
+async def until(check, what: str) -> None:
+    for _ in range(250):  # 5 s
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(what)
+
+
+async def fresh(door) -> bool:
+    return door.ns.routes.fresh
+
+
+async def two_workers(make_door):
+    server = fakeredis.FakeServer()
+    a = await make_door(server, heartbeat_flush_ms=10_000)
+    b = await make_door(server, heartbeat_flush_ms=10_000)
+    for d in (a, b):
+        await until(lambda d=d: fresh(d), "route cache never fresh")
+    return a, b
+
+
+async def registered(client) -> None:
+    reply = await client.request(codes.REGISTER_BROKER, register_ext(), register_body())
+    assert reply.code == SUCCESS, reply.remark
+
+
+async def test_the_same_bytes_again_are_answered_from_memory_and_refresh_liveness(make_door):
+    a, _ = await two_workers(make_door)
+    c = await a.client()
+    await registered(c)  # full
+    await registered(c)  # unchanged, confirmed by the store
+    store = a.ns.store
+    member = "C1|10.0.0.1:10911"
+    before = await store.redis.zscore(store.keys.live, member)
+
+    async def later() -> bool:
+        return await store.redis_time_ms() > before + 1
+
+    await until(later, "the Redis clock never moved")
+    calls = script_calls(a)
+    for _ in range(3):
+        await registered(c)
+    assert calls == [] and a.ns.unchanged.hits == 3
+    assert await store.redis.zscore(store.keys.live, member) == before  # acknowledged, not yet written
+    await a.ns.liveness.flush()
+    assert await store.redis.zscore(store.keys.live, member) > before
+
+
+async def test_a_change_made_through_another_worker_sends_the_next_one_to_the_store(make_door):
+    a, b = await two_workers(make_door)
+    c = await a.client()
+    await registered(c)
+    await registered(c)
+    assert len(a.ns.unchanged) == 1
+    # another worker deletes one of its topics: the broker's next registration must bring it back, as in Java
+    await b.ns.store.delete_topic("TopicA")
+    await until(lambda: _empty(a), "the change never reached worker A")
+    calls = script_calls(a)
+    await registered(c)
+    assert "registerBroker" in calls
+    assert (await a.http.get("/v1/topics/TopicA/route")).status == 200
+    # and an unregistration through the other worker: the next registration registers it again
+    await registered(c)  # confirmed unchanged again
+    assert len(a.ns.unchanged) == 1
+    await b.ns.store.unregister_broker(BrokerIdentity("C1", "broker-a", 0, "10.0.0.1:10911"))
+    await until(lambda: _empty(a), "the unregistration never reached worker A")
+    await registered(c)
+    info = await (await b.http.get("/v1/cluster-info")).json()
+    assert "broker-a" in info["brokerAddrTable"]
+
+
+async def _empty(door) -> bool:
+    return len(door.ns.unchanged) == 0
+
+
+async def test_a_closed_connection_forgets_its_answers(make_door):
+    a, _ = await two_workers(make_door)
+    c = await a.client()
+    await registered(c)
+    await registered(c)
+    assert len(a.ns.unchanged) == 1
+    await c.close()
+    await until(lambda: _empty(a), "the closed connection's answer was kept")
+
+
+def test_an_answer_confirmed_across_an_invalidation_is_not_kept():
+    answers = UnchangedAnswers()
+    result = RegisterBrokerResult(None, None, None, unchanged=True)
+    epoch = answers.epoch
+    answers.invalidate(["other-broker"])  # arrived while the store was being asked
+    answers.put(epoch, "d1", "conn-1", Answer("b", "C", "10.0.0.1:1", result))
+    assert answers.get("d1", "conn-1") is None
+    answers.put(answers.epoch, "d1", "conn-1", Answer("b", "C", "10.0.0.1:1", result))
+    answers.put(answers.epoch, "d2", "conn-2", Answer("c", "C", "10.0.0.2:1", result))
+    answers.invalidate(["b"])
+    assert answers.get("d1", "conn-1") is None and answers.get("d2", "conn-2") is not None
+    answers.invalidate(None)
+    assert len(answers) == 0
