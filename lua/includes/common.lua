@@ -45,7 +45,21 @@ end
 local MAX_EVENT_TOPICS = 200000
 
 local function changes_new()
-  return { seen = {}, n = 0, all = false, brokers = {}, states = {} }
+  return { seen = {}, n = 0, all = false, brokers = {}, states = {}, updates = {}, nu = 0 }
+end
+
+-- Topic `t`'s route changed only in `broker_name`'s queue data, now `enc` ("r,w,perm,sysFlag"): a line
+-- "=<topic>\t<brokerName>\t<enc>", with which a worker updates its cached route in place instead of reading it
+-- again (service/core/route_cache.py; it evicts what it cannot update). A topic also named plainly is evicted.
+local function changes_update(ch, t, broker_name, enc)
+  if ch.all then return end
+  if ch.updates[t] == nil then ch.nu = ch.nu + 1 end
+  if ch.nu > MAX_EVENT_TOPICS then
+    ch.all = true
+    ch.seen = {}
+    return
+  end
+  ch.updates[t] = broker_name .. "\t" .. enc
 end
 
 -- Brokers whose registration state changed in this script (queue data, addresses, liveness removed, a full
@@ -85,7 +99,7 @@ end
 local function changes_publish(base, k_ver, ch)
   for b, _ in pairs(touched_brokers) do ch.states[b] = true end
   touched_brokers = {}
-  if not ch.all and ch.n == 0 and #ch.brokers == 0 and next(ch.states) == nil then return 0 end
+  if not ch.all and ch.n == 0 and ch.nu == 0 and #ch.brokers == 0 and next(ch.states) == nil then return 0 end
   local ver = rcall("INCR", k_ver)
   local payload
   if ch.all then
@@ -93,6 +107,9 @@ local function changes_publish(base, k_ver, ch)
   else
     local parts = { tostring(ver) }
     for t, _ in pairs(ch.seen) do parts[#parts + 1] = t end
+    for t, u in pairs(ch.updates) do
+      if not ch.seen[t] then parts[#parts + 1] = "=" .. t .. "\t" .. u end
+    end
     for _, b in ipairs(ch.brokers) do parts[#parts + 1] = "@" .. b end
     for b, _ in pairs(ch.states) do parts[#parts + 1] = "!" .. b end
     payload = table.concat(parts, "\n")
@@ -187,8 +204,10 @@ local function write_queue_datas(base, k_topics, broker_name, names, encs, check
         if not served then
           rcall("SADD", k_topics, t)
           rcall("SADD", kbt, t)
+          changes_add(ch, t)
+        else
+          changes_update(ch, t, broker_name, enc)
         end
-        changes_add(ch, t)
         changed = changed + 1
       end
     end

@@ -8,7 +8,11 @@ cannot grow a worker past a fixed memory.
 
 Correctness rules:
 - an event `<ver>\\n<topics>` evicts those topics, and a line `@<brokerName>` every cached route that names that
-  broker (a removal too large to name its topics at once: they follow in later events); a line `!<brokerName>`
+  broker (a removal too large to name its topics at once: they follow in later events); a line
+  `=<topic>\\t<brokerName>\\t<queue data>` (a registration that changed only that broker's queue data of the
+  topic) updates a cached route in place, so its readers stay hits (anything it cannot update is evicted: the
+  topic not cached, the broker not in it, or its write bit flipped, which the acting-master view depends on);
+  a line `!<brokerName>`
   (`!*`: all) evicts no route but tells `state_listeners` that broker's registration changed; `*`, a gap in
   versions, or a resubscription flushes everything (and tells the listeners: all);
 - a fill is stored only if no eviction happened while it was being fetched (epoch check), so a route read
@@ -25,9 +29,10 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from dataclasses import replace
 
 from service.core.watch import ChangeFeed
-from service.models import TopicRouteData
+from service.models import QueueData, TopicRouteData
 
 log = logging.getLogger(__name__)
 ENTRY_OVERHEAD = 400  # bytes a cached route costs beyond its encodings (objects, dict slots), roughly
@@ -107,6 +112,7 @@ class RouteCache:
         self.misses = 0
         self.flushes = 0
         self.evictions = 0
+        self.updates = 0  # cached routes updated in place by "=" lines
         self.feed = ChangeFeed()  # long-polls and streams of this worker, woken by the same events
         # told the brokers whose registration state changed ("!" lines), or None for all (a flush)
         self.state_listeners: list[Callable[[list[str] | None], None]] = []
@@ -232,6 +238,39 @@ class RouteCache:
         self._epoch += 1
         self.feed.notify(topics)
 
+    def _update(self, lines: list[str]) -> list[str]:
+        """Apply "=topic\\tbroker\\tqueue data" lines to the cached routes; the topics to evict instead (those it
+        cannot update), to be evicted with the others. The updated ones are announced to watchers here."""
+        evict, updated = [], []
+        for line in lines:
+            topic, _, rest = line[1:].partition("\t")
+            broker, _, enc = rest.partition("\t")
+            entry = self._entries.get(topic)
+            route = entry.route if entry is not None else None
+            at = next((i for i, q in enumerate(route.queue_datas) if q.broker_name == broker), -1) if route else -1
+            if entry is None or route is None or at < 0:
+                evict.append(topic)
+                continue
+            try:
+                new = QueueData.decode(broker, enc)
+            except ValueError:
+                evict.append(topic)
+                continue
+            if (new.perm & 2) != (route.queue_datas[at].perm & 2):  # writability: the acting-master view
+                evict.append(topic)
+                continue
+            datas = list(route.queue_datas)
+            datas[at] = new
+            fresh = RouteEntry(replace(route, queue_datas=datas))
+            self.bytes += fresh.size - entry.size
+            self._entries[topic] = fresh
+            updated.append(topic)
+        if updated:
+            self._epoch += 1  # a fill under way read the old route: not cached
+            self.updates += len(updated)
+            self.feed.notify(updated)
+        return evict
+
     def apply_event(self, payload: str) -> None:
         head, _, rest = payload.partition("\n")
         try:
@@ -243,6 +282,10 @@ class RouteCache:
             self.flush()
         else:
             names = rest.split("\n") if rest else []
+            if "=" in rest:  # queue data changed in place
+                updates = [n for n in names if n[:1] == "="]
+                names = [n for n in names if n[:1] != "="]
+                names.extend(self._update(updates))
             if "!" in rest:  # registration states: no route changes by them
                 states = [n[1:] for n in names if n[:1] == "!"]
                 for listener in self.state_listeners:

@@ -228,3 +228,51 @@ async def test_a_broker_event_evicts_the_cached_routes_naming_that_broker_and_wa
     c.apply_event("11\n@big")  # after a flush the index starts over
     assert c.lookup("Own") is None
     c.feed.close(watch)
+
+
+async def test_a_queue_data_change_updates_the_cached_route_in_place():
+    """`=<topic>\\t<broker>\\t<queue data>`: the cached route gets the broker's new queue data (a hit, encodings
+    made again), its watchers wake; what cannot be updated is evicted instead."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    both = TopicRouteData([QueueData("a", 8, 8, 6, 0), QueueData("b", 8, 8, 6, 0)],
+                          [BrokerData("C", "a", {0: "10.0.0.1:1"}), BrokerData("C", "b", {0: "10.0.0.2:1"})])
+    entry = await c.fill("T", lambda: fetched(both))
+    c.encoding("T", entry, "json", lambda r: b"old bytes")
+    await c.fill("Other", lambda: fetched(route("a")))
+    await c.fill("Flip", lambda: fetched(route("b")))
+    watch = c.feed.open(("T",), "1.2.3.4", 10, 10)
+    c.apply_event("8\n=T\tb\t4,4,6,0\n=NotCached\tb\t4,4,6,0\n=Other\tb\t4,4,6,0\n=Flip\tb\t4,4,4,0")
+    hit = c.lookup("T")
+    assert hit is not None and hit is not entry and hit.encoded == {}
+    assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in hit.route.queue_datas] == \
+        [("a", 8, 8), ("b", 4, 4)]
+    assert hit.route.broker_datas == both.broker_datas
+    assert c.lookup("Other") is None  # broker b is not in its route: read again
+    assert c.lookup("Flip") is None  # the write bit changed: the acting-master view may change with it
+    assert c.lookup("NotCached") is None and c.updates == 1
+    assert watch.take() == ["T"]
+    c.feed.close(watch)
+
+
+async def test_a_fill_racing_an_in_place_update_is_not_cached():
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    await c.fill("T", lambda: fetched(route("b")))
+    gate = asyncio.Event()
+
+    async def slow():
+        await gate.wait()
+        return route("b")  # read before the update
+
+    c.apply_event("8\nT")  # evicted: the next read fills
+    filling = asyncio.create_task(c.fill("T", slow))
+    await asyncio.sleep(0)
+    await c.fill("U", lambda: fetched(route("b")))
+    c.apply_event("9\n=U\tb\t4,4,6,0")
+    gate.set()
+    await filling
+    assert c.lookup("T") is None  # the fill started before an update: not kept
+    assert c.lookup("U").route.queue_datas[0].read_queue_nums == 4

@@ -1,0 +1,50 @@
+"""A changed registration made through one worker updates the other worker's cached routes in place ("=" lines of
+the change events): its readers stay cache hits, read no route from Redis, and see exactly what Redis holds."""
+
+from __future__ import annotations
+
+import asyncio
+
+import fakeredis
+
+from service.remoting import codes, fastjson
+from tests.invariants import jsonable
+from tests.remoting.test_door import SUCCESS, register_body, register_ext
+from tests.remoting.test_unchanged_memory import script_calls, until
+
+TOPICS = {f"T{i}": 8 for i in range(20)}
+
+
+async def test_readers_of_a_changed_registrations_topics_stay_hits(make_door):
+    server = fakeredis.FakeServer()
+    a = await make_door(server)
+    b = await make_door(server)
+    for d in (a, b):
+        await until(lambda d=d: _fresh(d), "route cache never fresh")
+    broker = await b.client()
+    reply = await broker.request(codes.REGISTER_BROKER, register_ext(), register_body(TOPICS, counter=1))
+    assert reply.code == SUCCESS
+    reader = await a.client()
+    for t in TOPICS:  # cached on worker A
+        assert (await reader.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": t})).code == SUCCESS
+    updates = a.ns.routes.updates
+    changed = {t: 4 for t in TOPICS}
+    reply = await broker.request(codes.REGISTER_BROKER, register_ext(), register_body(changed, counter=2))
+    assert reply.code == SUCCESS
+
+    async def updated() -> bool:
+        return a.ns.routes.updates == updates + len(TOPICS)
+
+    await until(updated, "worker A never updated its cached routes")
+    calls = script_calls(a)
+    for t in TOPICS:
+        r = await reader.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": t})
+        assert r.code == SUCCESS
+        assert [q["readQueueNums"] for q in fastjson.loads(r.body)["queueDatas"]] == [4]
+        assert jsonable(a.ns.routes.lookup(t).route) == jsonable(await a.ns.store.get_route(t))
+    assert calls == ["getRoute"] * len(TOPICS)  # the comparisons' own reads: the door's were all hits
+
+
+async def _fresh(door) -> bool:
+    await asyncio.sleep(0)
+    return door.ns.routes.fresh
