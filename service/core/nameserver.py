@@ -105,6 +105,11 @@ class RegistrationMemo:
         """`body` is the kept body and was verified against this very bodyCrc32."""
         return self.body is not None and self.crc == crc and self.body == body
 
+    def other_than_last(self, key: bytes, body: bytes) -> bool:
+        """This connection's last registration was kept and these bytes differ from it: a changed registration,
+        which the unchanged path would only refuse (one Redis round trip for nothing)."""
+        return self.body is not None and (self.key != key or self.body != body)
+
     def digest_of(self, key: bytes, body: bytes) -> str:
         if self.body is not None and self.key == key and self.body == body:
             return self.digest
@@ -212,7 +217,8 @@ class NameServer:
         `connection`: the native connection it came on, whose close unregisters it.
 
         `door_key` (raw bodies only): what the door's header says and how it decodes, as bytes. With it the
-        registration is first tried as unchanged: the same bytes as the one this broker registered last
+        registration is first tried as unchanged (not when the connection's last body was other bytes: a changed
+        registration, which would only be refused): the same bytes as the one this broker registered last
         (registration_digest) are applied without decoding and without touching a topic, if the store can show
         that nothing that could change the answer happened since; otherwise it is decoded and applied in full.
         `memo`: the connection's RegistrationMemo, which spares hashing the same bytes again. `decode_cost`: what
@@ -224,11 +230,15 @@ class NameServer:
             if isinstance(body, bytes | bytearray):
                 if decode is None:
                     raise TypeError("a raw registration body needs its door's decode function")
+                changed = False
                 if door_key is not None:
                     if memo is None:
                         digest = registration_digest(door_key, s.broker_timeout_ms, body)
                     else:
-                        digest = memo.digest_of(digest_key(door_key, s.broker_timeout_ms), body)
+                        key = digest_key(door_key, s.broker_timeout_ms)
+                        changed = memo.other_than_last(key, body)
+                        digest = memo.digest_of(key, body)
+                if door_key is not None and not changed:
                     known = self._unchanged_from_memory(who, digest, connection)
                     if known is not None:
                         return known

@@ -15,8 +15,9 @@ Correctness rules:
   a line `!<brokerName>`
   (`!*`: all) evicts no route but tells `state_listeners` that broker's registration changed; `*`, a gap in
   versions, or a resubscription flushes everything (and tells the listeners: all);
-- a fill is stored only if no eviction happened while it was being fetched (epoch check), so a route read
-  before a change can never be cached after that change's event;
+- a fill is stored only if its topic was not evicted or updated, and nothing was flushed, while it was being
+  fetched (a sequence number per change, kept for the topics being filled), so a route read before a change can
+  never be cached after that change's event, while fills of other topics under constant churn still are;
 - the safety net: a poll of `{P}:ver` every half staleness bound flushes on versions the events missed, and if
   neither an event nor a poll has confirmed freshness within the bound, the cache is bypassed.
 """
@@ -102,7 +103,9 @@ class RouteCache:
         self._missing: dict[str, None] = {}
         self._inflight: dict[str, tuple[int, asyncio.Future[RouteEntry]]] = {}
         self.bytes = 0
-        self._epoch = 0
+        self._seq = 0  # one per eviction, update or flush
+        self._flushed_at = 0  # _seq of the latest flush
+        self._changed: dict[str, int] = {}  # topic being filled -> _seq of its latest eviction or update
         self._ver_seen = -1
         self._confirmed_at = -1e18
         self._on_config = on_config
@@ -136,16 +139,17 @@ class RouteCache:
     async def fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]]) -> RouteEntry:
         """Read through `fetch` and cache the result unless an eviction raced with the read. Concurrent misses
         of one topic share one fetch (a cold cache under load asks Redis once per topic, not once per request),
-        but never one that started before the latest eviction: a watcher woken by a change must read after it."""
+        but never one that started before the topic's latest change: a watcher woken by a change must read after
+        it."""
         self.misses += 1
         shared = self._inflight.get(topic)
-        if shared is not None and shared[0] == self._epoch:
+        if shared is not None and self._unchanged_since(topic, shared[0]):
             return await asyncio.shield(shared[1])
         fut: asyncio.Future[RouteEntry] = asyncio.get_running_loop().create_future()
-        mine = (self._epoch, fut)
+        mine = (self._seq, fut)
         self._inflight[topic] = mine
         try:
-            entry = await self._fill(topic, fetch)
+            entry = await self._fill(topic, fetch, mine[0])
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()  # retrieved: followers re-raise it, nobody logs "never retrieved"
@@ -156,12 +160,16 @@ class RouteCache:
         finally:
             if self._inflight.get(topic) is mine:
                 del self._inflight[topic]
+                self._changed.pop(topic, None)
 
-    async def _fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]]) -> RouteEntry:
-        epoch = self._epoch
+    def _unchanged_since(self, topic: str, seq: int) -> bool:
+        return self._flushed_at <= seq and self._changed.get(topic, -1) <= seq
+
+    async def _fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]], since: int
+                    ) -> RouteEntry:
         route = await fetch()
         entry = MISSING if route is None else RouteEntry(route)
-        if self.fresh and epoch == self._epoch:
+        if self.fresh and self._unchanged_since(topic, since):
             if route is None:
                 if not self.max_missing:
                     return entry
@@ -227,15 +235,24 @@ class RouteCache:
         self._by_broker.clear()
         self._missing.clear()
         self.bytes = 0
-        self._epoch += 1
+        self._seq += 1
+        self._flushed_at = self._seq
+        self._changed.clear()
         self.flushes += 1
         self.feed.notify(None)
+
+    def _touch(self, topics: list[str]) -> None:
+        """These topics changed: a fill of one under way read it before, and is not kept."""
+        self._seq += 1
+        for t in topics:
+            if t in self._inflight:
+                self._changed[t] = self._seq
 
     def _evict(self, topics: list[str]) -> None:
         for t in topics:
             self._drop(t)
             self._missing.pop(t, None)
-        self._epoch += 1
+        self._touch(topics)
         self.feed.notify(topics)
 
     def _update(self, lines: list[str]) -> list[str]:
@@ -266,7 +283,7 @@ class RouteCache:
             self._entries[topic] = fresh
             updated.append(topic)
         if updated:
-            self._epoch += 1  # a fill under way read the old route: not cached
+            self._touch(updated)  # a fill under way read the old route: not cached
             self.updates += len(updated)
             self.feed.notify(updated)
         return evict

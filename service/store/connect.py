@@ -32,7 +32,7 @@ EMBEDDED_WARNING = (
     "not shared with other workers, not durable across restarts. Set NAMESRV_REDIS_URL for production."
 )
 POOL_SIZE = 256  # per worker (and per cluster node): a burst beyond it waits (single) or gets 503 (cluster)
-BULK_POOL_SIZE = 32
+BULK_POOL_SIZE = 64  # registrations: under read load a reply waits for the loop, and the connection with it
 # Topics per step of a large registration (service/store/chunked.py): 3–7 ms of Redis time per step of new
 # topics on the machine of benchmarks/README.md (python -m benchmarks.chunk_steps); fakeredis runs Lua some 30x
 # slower, on the event loop itself.

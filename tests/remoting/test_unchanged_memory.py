@@ -125,3 +125,21 @@ def test_an_answer_confirmed_across_an_invalidation_is_not_kept():
     assert answers.get("d1", "conn-1") is None and answers.get("d2", "conn-2") is not None
     answers.invalidate(None)
     assert len(answers) == 0
+
+
+async def test_other_bytes_than_the_connections_last_go_straight_to_a_full_registration(make_door):
+    """A changed registration is not first tried as unchanged (a Redis round trip the store would only refuse):
+    one registerBroker call, in full; the same bytes again are tried as unchanged."""
+    door = await make_door()
+    c = await door.client()
+    await registered(c)
+    calls = script_calls(door)
+    reply = await c.request(codes.REGISTER_BROKER, register_ext(), register_body(counter=2))
+    assert reply.code == SUCCESS
+    assert calls == ["registerBroker"]
+    store = door.ns.store
+    assert await store.redis.hget(store.keys.base + "l:C1|10.0.0.1:10911", "dv") == "1700000000000,2,0"
+    calls.clear()
+    reply = await c.request(codes.REGISTER_BROKER, register_ext(), register_body(counter=2))
+    assert reply.code == SUCCESS and calls == ["registerBroker"]
+    assert door.ns.metrics.registrations.labels(result="unchanged")._value.get() == 1

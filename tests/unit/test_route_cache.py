@@ -256,23 +256,35 @@ async def test_a_queue_data_change_updates_the_cached_route_in_place():
     c.feed.close(watch)
 
 
-async def test_a_fill_racing_an_in_place_update_is_not_cached():
+async def test_a_fill_is_dropped_only_when_its_own_topic_changed_meanwhile():
+    """Under constant churn (a change every few ms, fills taking longer) fills of other topics must still be kept:
+    only a change of the topic being filled (eviction or in-place update), or a flush, drops its fill."""
     clock = Clock()
     c = cache(clock)
     await c.poll_once()
-    await c.fill("T", lambda: fetched(route("b")))
-    gate = asyncio.Event()
-
-    async def slow():
-        await gate.wait()
-        return route("b")  # read before the update
-
-    c.apply_event("8\nT")  # evicted: the next read fills
-    filling = asyncio.create_task(c.fill("T", slow))
-    await asyncio.sleep(0)
     await c.fill("U", lambda: fetched(route("b")))
-    c.apply_event("9\n=U\tb\t4,4,6,0")
-    gate.set()
-    await filling
-    assert c.lookup("T") is None  # the fill started before an update: not kept
-    assert c.lookup("U").route.queue_datas[0].read_queue_nums == 4
+    gates = {t: asyncio.Event() for t in ("T", "U", "V")}
+
+    def slow(topic, qn):
+        async def read():
+            await gates[topic].wait()
+            return route("b") if qn is None else TopicRouteData([QueueData("b", qn, qn, 6, 0)],
+                                                               [BrokerData("C", "b", {0: "10.0.0.1:1"})])
+        return read
+
+    c.apply_event("8\nU")  # evicted: the next read fills
+    t = asyncio.create_task(c.fill("T", slow("T", None)))
+    u = asyncio.create_task(c.fill("U", slow("U", 8)))
+    await asyncio.sleep(0)
+    c.apply_event("9\nU\nOther")  # U changes while both fills are under way
+    gates["T"].set()
+    gates["U"].set()
+    await asyncio.gather(t, u)
+    assert c.lookup("T") is not None  # another topic's change: kept
+    assert c.lookup("U") is None  # read before its own change: not kept
+    v = asyncio.create_task(c.fill("V", slow("V", None)))
+    await asyncio.sleep(0)
+    c.flush()
+    gates["V"].set()
+    await v
+    assert c.lookup("V") is None  # a flush drops every fill under way
