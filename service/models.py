@@ -392,6 +392,8 @@ class RegisterBroker:
 
     def compact(self) -> RegisterBroker:
         """The same registration with its topics as a TopicTable: cheap to pickle back from a parser process."""
+        if self.table is not None:
+            return self
         return replace(self, topics={}, table=TopicTable.of(self.topics))
 
     @property

@@ -125,9 +125,16 @@ def _sha256(key: bytes, body: bytes) -> str:
     return h.hexdigest()
 
 
-def prepare_registration(decode: Callable[[bytes], Mapping[str, Any]], raw: bytes) -> RegisterBroker:
+def parse_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes) -> RegisterBroker:
+    """A door's decode, then RegisterBroker's validation (a door may hand back a RegisterBroker already)."""
+    decoded = decode(raw)
+    return decoded if isinstance(decoded, RegisterBroker) else RegisterBroker.parse(decoded)
+
+
+def prepare_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes
+                         ) -> RegisterBroker:
     """Decode and validate a registration body, topics compacted: what a parser process sends back."""
-    return RegisterBroker.parse(decode(raw)).compact()
+    return parse_registration(decode, raw).compact()
 
 
 class NameServer:
@@ -204,7 +211,7 @@ class NameServer:
     # ------------------------------------------------------------------ brokers
 
     async def register_broker(self, who: Principal, body: Mapping[str, Any] | bytes, *,
-                              decode: Callable[[bytes], Mapping[str, Any]] | None = None,
+                              decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker] | None = None,
                               door_key: bytes | None = None, memo: RegistrationMemo | None = None,
                               single_topic_guard: bool = False, connection: str = "",
                               decode_cost: int | None = None) -> RegisterBrokerResult:
@@ -298,10 +305,10 @@ class NameServer:
             cross_cluster_topics=who.cluster_bound and not s.allow_cross_cluster_topics,
             clusters=sorted(who.clusters) if limited else None)
 
-    async def _parse_registration(self, decode: Callable[[bytes], Mapping[str, Any]], raw: bytes,
+    async def _parse_registration(self, decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes,
                                   cost: int | None = None) -> RegisterBroker:
         if (len(raw) if cost is None else cost) < OFFLOAD_BYTES:
-            return RegisterBroker.parse(decode(raw))
+            return parse_registration(decode, raw)
         if self._parsers is None:
             self._parsers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         return await asyncio.get_running_loop().run_in_executor(self._parsers, prepare_registration, decode, raw)

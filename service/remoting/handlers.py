@@ -13,7 +13,7 @@ from typing import Any
 
 from service.core import NameServer, Principal
 from service.errors import BrokerNotFound, InvalidArgument, NamesrvError
-from service.models import BrokerIdentity, bool_text, int_text
+from service.models import BrokerIdentity, RegisterBroker, bool_text, int_text
 from service.remoting import codes, fastjson
 from service.remoting.bodies import (
     V5_0_0,
@@ -27,6 +27,7 @@ from service.remoting.bodies import (
 )
 from service.remoting.codec import RemotingCommand
 from service.remoting.faq import no_route_remark
+from service.remoting.register_fast import plain_registration
 
 SUCCESS = 0
 SYSTEM_ERROR = 1
@@ -125,9 +126,13 @@ def _identity(call: Call) -> dict[str, Any]:
             "brokerId": int_text(call.ext("brokerId"), "brokerId"), "brokerAddr": call.ext("brokerAddr")}
 
 
-def registration(header: dict[str, Any], compressed: bool, version: int, raw: bytes) -> dict[str, Any]:
-    """REGISTER_BROKER's header fields and decoded RegisterBrokerBody as RegisterBroker's JSON shape.
+def registration(header: dict[str, Any], compressed: bool, version: int, raw: bytes) -> dict[str, Any] | RegisterBroker:
+    """REGISTER_BROKER's header fields and decoded RegisterBrokerBody as RegisterBroker's JSON shape, or (a plain
+    body both layers' rules accept in one pass: register_fast) the RegisterBroker itself.
     Module-level: the core may run it in a parser process for a large body."""
+    fast = plain_registration(header, compressed, version, raw)
+    if fast is not None:
+        return fast
     try:
         payload = decode_register_broker_body(raw, compressed, version)
     except BodyError as exc:

@@ -1,0 +1,87 @@
+"""A plain (JSON) RegisterBrokerBody straight to a RegisterBroker with its topics in compact form, in one pass.
+
+The general decoding checks a body in two layers — the Java shape (service/remoting/bodies.py: every TopicConfig
+field's type) and our limits (service/models.py: names, queue counts, perm) — each building objects per topic;
+for a changed 100-topic registration that was half of a worker's CPU (benchmarks/README.md). This pass applies
+both layers' rules to each topic at once and writes its compact line directly. It takes only bodies it can check
+completely: anything else (a bare numeric key, a wrong type, a value out of range, a field it does not know how
+to judge) returns None and the general path decodes the body, answering the same registration or the same error.
+tests/remoting/test_register_fast.py checks both give the same result on generated bodies, valid or not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from service.models import MAX_INT32, MAX_NAME, MAX_QUEUES, TOPIC_RE, RegisterBroker, TopicTable
+from service.remoting.bodies import _FILTER_TYPES, V3_0_11, BodyError, _data_version
+
+
+def _count(conf: dict, name: str, default: int, hi: int) -> int | None:
+    """A field both layers accept: absent (the default) or an int (not a bool) in 0..hi; None otherwise."""
+    value = conf.get(name)
+    if value is None:
+        return default
+    if type(value) is not int or not 0 <= value <= hi:
+        return None
+    return value
+
+
+def topic_table(table: dict) -> TopicTable | None:
+    """The compact lines of a topicConfigTable every entry of which both layers accept, else None."""
+    lines = []
+    fullmatch = TOPIC_RE.fullmatch
+    for name, conf in table.items():
+        if type(name) is not str or not name or len(name) > MAX_NAME or not fullmatch(name) or type(conf) is not dict:
+            return None  # other fields are ignored by both layers
+        topic_name = conf.get("topicName")
+        filter_type = conf.get("topicFilterType")
+        order = conf.get("order")
+        attributes = conf.get("attributes")
+        if (topic_name is not None and type(topic_name) is not str) \
+                or (filter_type is not None and filter_type not in _FILTER_TYPES) \
+                or (order is not None and type(order) is not bool) \
+                or (attributes is not None and (type(attributes) is not dict
+                                                or not all(type(v) is str for v in attributes.values()))):
+            return None
+        r = _count(conf, "readQueueNums", 16, MAX_QUEUES)
+        w = _count(conf, "writeQueueNums", 16, MAX_QUEUES)
+        p = _count(conf, "perm", 6, 15)
+        s = _count(conf, "topicSysFlag", 0, MAX_INT32)
+        if r is None or w is None or p is None or s is None:
+            return None
+        lines.append(f"{name}\t{r}\t{w}\t{p}\t{s}\n")
+    return TopicTable("".join(lines), len(lines))
+
+
+def plain_registration(header: dict[str, Any], compressed: bool, version: int, raw: bytes) -> RegisterBroker | None:
+    """REGISTER_BROKER of a plain body in one pass, or None: decode it the general way (handlers.registration)."""
+    if compressed or version < V3_0_11 or raw[:1] != b"{":
+        return None
+    try:
+        top = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None  # fastjson's bare keys, or not JSON: the general path says which
+    if type(top) is not dict:
+        return None
+    filters = top.get("filterServerList", [])
+    wrapper = top.get("topicConfigSerializeWrapper")
+    if (filters is not None and (type(filters) is not list or not all(type(f) is str for f in filters))) \
+            or type(wrapper) is not dict:
+        return None
+    table = wrapper.get("topicConfigTable")
+    mapping = wrapper.get("topicQueueMappingInfoMap")
+    if type(table) is not dict or (mapping is not None and type(mapping) is not dict):
+        return None
+    compact = topic_table(table)
+    if compact is None:
+        return None
+    try:
+        dv = _data_version(wrapper.get("dataVersion"), "topicConfigSerializeWrapper.dataVersion")
+    except BodyError:
+        return None
+    req = RegisterBroker.parse({**header, "dataVersion": dv, "topicConfigTable": {}, "filterServerList": filters})
+    return replace(req, table=compact)

@@ -1,0 +1,99 @@
+"""The one-pass decoding of a plain RegisterBrokerBody (service/remoting/register_fast.py) against the general
+path (bodies.py, then RegisterBroker.parse), on generated bodies with valid and invalid topic configs: whenever the
+one pass answers, the general path answers the same registration; whenever the general path refuses, the one pass
+declines (and the general path then gives its error)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from service.errors import InvalidArgument
+from service.models import RegisterBroker
+from service.remoting.bodies import BodyError, decode_register_broker_body
+from service.remoting.register_fast import plain_registration
+
+HEADER = {"clusterName": "C1", "brokerName": "b1", "brokerId": 0, "brokerAddr": "10.0.0.1:10911",
+          "haServerAddr": "10.0.0.1:10912", "zoneName": None, "enableActingMaster": False,
+          "heartbeatTimeoutMillis": None}
+
+valid_configs = st.fixed_dictionaries({}, optional={
+    "readQueueNums": st.integers(0, 65_535), "writeQueueNums": st.integers(0, 65_535), "perm": st.integers(0, 15),
+    "topicSysFlag": st.integers(0, 2**31 - 1), "topicName": st.text(max_size=3),
+    "topicFilterType": st.sampled_from(["SINGLE_TAG", "MULTI_TAG"]), "order": st.booleans(),
+    "attributes": st.sampled_from([{}, {"+a": "b"}]), "unknownField": st.integers(-(2**40), 2**40)})
+valid_names = st.from_regex(r"[A-Za-z0-9_%|-]{1,12}", fullmatch=True)
+# one field (or the name, or the whole config) of one entry made wrong, or at a bound
+EDGES = {
+    "readQueueNums": [-1, 65_535, 65_536, True, "8", 8.0, None], "writeQueueNums": [-1, 65_536, False, None],
+    "perm": [-1, 15, 16, True, "6", None], "topicSysFlag": [-1, 2**31 - 1, 2**31, None],
+    "topicName": [5, None, ""], "topicFilterType": ["OTHER", 1, None], "order": [1, "true", None],
+    "attributes": [{"a": 1}, [], None],
+}
+edges = st.one_of(*(st.tuples(st.just(k), st.sampled_from(v)) for k, v in EDGES.items()),
+                  st.tuples(st.just("@name"), st.sampled_from(["", "bad name", "x" * 128, "é", "a.b", "x" * 127])),
+                  st.tuples(st.just("@config"), st.sampled_from([None, [], 3, "x"])))
+
+
+@st.composite
+def tables(draw):
+    table = draw(st.dictionaries(valid_names, valid_configs, max_size=6))
+    if table and draw(st.booleans()):
+        key = draw(st.sampled_from(sorted(table)))
+        field, value = draw(edges)
+        if field == "@name":
+            table[value] = table.pop(key)
+        elif field == "@config":
+            table[key] = value
+        else:
+            table[key] = {**table[key], field: value}
+    return table
+
+
+def general(raw: bytes, version: int) -> RegisterBroker:
+    try:
+        payload = decode_register_broker_body(raw, False, version)
+    except BodyError as exc:
+        raise InvalidArgument(str(exc)) from None
+    return RegisterBroker.parse({**HEADER, "dataVersion": payload["dataVersion"],
+                                 "topicConfigTable": payload["topicConfigTable"],
+                                 "filterServerList": payload["filterServerList"]})
+
+
+@settings(max_examples=400, deadline=None)
+@given(table=tables(), filters=st.sampled_from([[], ["10.0.0.9:1"], None, [1], "x"]),
+       dv=st.sampled_from([{"counter": 2, "timestamp": 5}, None, {"counter": "2"}, 7]),
+       mapping=st.sampled_from([None, {}, {"t": {}}, []]),
+       version=st.sampled_from([493, 413, 37]))
+def test_the_one_pass_answers_what_the_general_path_answers(table, filters, dv, mapping, version):
+    wrapper = {"topicConfigTable": table, "dataVersion": dv}
+    if mapping is not None:
+        wrapper["topicQueueMappingInfoMap"] = mapping
+    raw = orjson.dumps({"filterServerList": filters, "topicConfigSerializeWrapper": wrapper})
+    fast = plain_registration(HEADER, False, version, raw)
+    try:
+        slow = general(raw, version)
+    except InvalidArgument:
+        assert fast is None
+        return
+    event("one pass" if fast is not None else "general path")
+    if fast is not None:
+        assert fast == slow.compact()
+
+
+def test_a_stock_body_takes_the_one_pass():
+    table = {f"T{i}": {"attributes": {}, "order": False, "perm": 6, "readQueueNums": 8, "topicFilterType":
+                       "SINGLE_TAG", "topicName": f"T{i}", "topicSysFlag": 0, "writeQueueNums": 8} for i in range(3)}
+    raw = orjson.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 1, "stateVersion": 0, "timestamp": 5}, "topicConfigTable": table,
+        "topicQueueMappingInfoMap": {}}})
+    fast = plain_registration(HEADER, False, 493, raw)
+    assert fast is not None and fast.topic_table.count == 3
+    assert fast == general(raw, 493).compact()
+
+
+@pytest.mark.parametrize("raw", [b'{"topicConfigSerializeWrapper":{"topicConfigTable":{0:{}}}}', b"x\x9c", b"[]"])
+def test_what_it_cannot_check_goes_the_general_way(raw):
+    assert plain_registration(HEADER, False, 493, raw) is None
