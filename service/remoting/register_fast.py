@@ -20,38 +20,31 @@ from service.models import MAX_INT32, MAX_NAME, MAX_QUEUES, TOPIC_RE, RegisterBr
 from service.remoting.bodies import _FILTER_TYPES, V3_0_11, BodyError, _data_version
 
 
-def _count(conf: dict, name: str, default: int, hi: int) -> int | None:
-    """A field both layers accept: absent (the default) or an int (not a bool) in 0..hi; None otherwise."""
-    value = conf.get(name)
-    if value is None:
-        return default
-    if type(value) is not int or not 0 <= value <= hi:
-        return None
-    return value
-
-
 def topic_table(table: dict) -> TopicTable | None:
-    """The compact lines of a topicConfigTable every entry of which both layers accept, else None."""
+    """The compact lines of a topicConfigTable every entry of which both layers accept, else None. Each count is
+    absent (its default) or an int, not a bool, in range: a check written out per field, this loop being the
+    registration's hot spot."""
     lines = []
     fullmatch = TOPIC_RE.fullmatch
     for name, conf in table.items():
         if type(name) is not str or not name or len(name) > MAX_NAME or not fullmatch(name) or type(conf) is not dict:
             return None  # other fields are ignored by both layers
-        topic_name = conf.get("topicName")
-        filter_type = conf.get("topicFilterType")
-        order = conf.get("order")
-        attributes = conf.get("attributes")
+        get = conf.get
+        topic_name, filter_type, order, attributes = (get("topicName"), get("topicFilterType"), get("order"),
+                                                      get("attributes"))
         if (topic_name is not None and type(topic_name) is not str) \
                 or (filter_type is not None and filter_type not in _FILTER_TYPES) \
                 or (order is not None and type(order) is not bool) \
                 or (attributes is not None and (type(attributes) is not dict
                                                 or not all(type(v) is str for v in attributes.values()))):
             return None
-        r = _count(conf, "readQueueNums", 16, MAX_QUEUES)
-        w = _count(conf, "writeQueueNums", 16, MAX_QUEUES)
-        p = _count(conf, "perm", 6, 15)
-        s = _count(conf, "topicSysFlag", 0, MAX_INT32)
-        if r is None or w is None or p is None or s is None:
+        r, w, p, s = get("readQueueNums", 16), get("writeQueueNums", 16), get("perm", 6), get("topicSysFlag", 0)
+        r = 16 if r is None else r
+        w = 16 if w is None else w
+        p = 6 if p is None else p
+        s = 0 if s is None else s
+        if type(r) is not int or type(w) is not int or type(p) is not int or type(s) is not int \
+                or not (0 <= r <= MAX_QUEUES and 0 <= w <= MAX_QUEUES and 0 <= p <= 15 and 0 <= s <= MAX_INT32):
             return None
         lines.append(f"{name}\t{r}\t{w}\t{p}\t{s}\n")
     return TopicTable("".join(lines), len(lines))
