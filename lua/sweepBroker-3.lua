@@ -61,17 +61,7 @@ else
   local wiped = false
   for _, t in ipairs(res[2]) do
     changes_add(ch, t)
-    if wiping then
-      local kt = base .. "t:" .. t
-      local enc = rcall("HGET", kt, name)
-      if enc then
-        local p = qd_perm(enc)
-        if is_writable(p) then
-          rcall("HSET", kt, name, qd_with_perm(enc, clear_write(p)))
-          wiped = true
-        end
-      end
-    end
+    if wiping and wipe_write_of(base, name, t) then wiped = true end
   end
   if wiped then topics_touched(base, name) end
   more = res[1] ~= "0"

@@ -93,14 +93,7 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch, defer)
   end
   for _, t in ipairs(rcall("SMEMBERS", kbt)) do
     changes_add(ch, t)
-    if wipe then
-      local kt = base .. "t:" .. t
-      local enc = rcall("HGET", kt, broker_name)
-      if enc then
-        local p = qd_perm(enc)
-        if is_writable(p) then rcall("HSET", kt, broker_name, qd_with_perm(enc, clear_write(p))) end
-      end
-    end
+    if wipe then wipe_write_of(base, broker_name, t) end
   end
   return 2
 end

@@ -39,6 +39,17 @@ local function clear_write(perm)
   return perm
 end
 
+-- Clear the write bit of `broker_name`'s queue data of topic `t` (RocketMQ's acting-master rule); whether it changed.
+local function wipe_write_of(base, broker_name, t)
+  local kt = base .. "t:" .. t
+  local enc = rcall("HGET", kt, broker_name)
+  if not enc then return false end
+  local p = qd_perm(enc)
+  if not is_writable(p) then return false end
+  rcall("HSET", kt, broker_name, qd_with_perm(enc, clear_write(p)))
+  return true
+end
+
 -- Change-event accumulator: topics whose routes changed; collapses to "*" past a bound.
 -- A registration of a broker with 100 000 topics names them all: other topics stay cached in every worker
 -- (a `*` would flush every route cache while Redis is busy with that very registration).

@@ -20,18 +20,8 @@ until the step that reaches it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
 
-
-class ScriptRunner(Protocol):
-    """What a sweep needs of routes.RouteStore (which imports this module)."""
-
-    bulk_redis: Any
-    limits: Any
-    _fixed: dict[str, list[str]]
-
-    async def _run(self, name: str, keys: Any, *args: Any, client: Any = None, deadline: float | None = None,
-                   wait: bool = False) -> Any: ...
+from service.store.chunked import ScriptRunner  # what a sweep needs of routes.RouteStore, as a registration does
 
 
 def sweep_bound(store: ScriptRunner) -> str:
