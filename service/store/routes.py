@@ -11,36 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import wraps
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import Sentinel
-from redis.exceptions import (
-    AskError,
-    BusyLoadingError,
-    ClusterDownError,
-    ClusterError,
-    MovedError,
-    RedisClusterException,
-    RedisError,
-    ResponseError,
-    SlotNotCoveredError,
-    TryAgainError,
-)
-from redis.exceptions import (
-    ConnectionError as RedisConnectionError,
-)
-from redis.exceptions import (
-    TimeoutError as RedisTimeoutError,
-)
+from redis.exceptions import MovedError
 
 from service.config import DEFAULT_BROKER_TIMEOUT_MS
-from service.errors import NamesrvError, QueryNotFound, StoreUnavailable, from_script_code
+from service.errors import QueryNotFound, from_script_code
 from service.javaorder import hash_order
 from service.models import (
     BrokerData,
@@ -56,108 +37,23 @@ from service.models import (
     TopicRouteData,
 )
 from service.store import sweeps
+from service.store.calls import (  # re-exported: the store's callers import them from here
+    PER_TOPIC_S,
+    REDIS_ERRORS,
+    ReplicationUnconfirmed,
+    StoreLimits,
+    _unconfirmed,
+    bounded,
+    store_errors,
+    translate,
+)
 from service.store.chunked import ChunkedRegistration
+from service.store.events import ChangeEvents
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
 from service.store.scripts import LuaScript, call_loaded, load_all
 
 log = logging.getLogger(__name__)
 TOPIC_LIST_MODES = ("all", "unit", "unitsub", "unitsub-ununit")
-# Replies Redis gives while it cannot serve (restart, failover, cluster reconfiguration): retry later.
-_TRANSIENT = ("LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS")
-# Cluster trouble redis-py reports in words (C3): a slot migrating under a script, or no node reachable.
-_TRANSIENT_TEXT = ("non local key", "TTL exhausted", "cannot be connected", "No targets were found")
-# Redis-side cost of a bulk call per topic it carries, with a 4x margin (benchmarks/README.md: a registration of
-# 100 000 changed topics takes ~0.5 s of Redis time here); a call's deadline grows by this per topic.
-PER_TOPIC_S = 20e-6
-
-# What a redis-py call can raise: RedisClusterException is not a RedisError (e.g. SlotNotCoveredError).
-REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def translate(exc: BaseException) -> NamesrvError:
-    """A redis-py exception as the project's error: transient trouble is StoreUnavailable (503 / retry)."""
-    if type(exc) is TimeoutError:  # the store's own deadline (asyncio.timeout), not a socket timeout
-        return StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
-    if isinstance(exc, RedisConnectionError | RedisTimeoutError | BusyLoadingError | OSError):
-        return StoreUnavailable(f"the route store (Redis) is unavailable: {type(exc).__name__}; retry shortly")
-    text = str(exc)
-    if isinstance(exc, ResponseError) and text.split(" ", 1)[0] in _TRANSIENT:
-        return StoreUnavailable(f"the route store is not ready: {text.split(' ', 1)[0]}; retry shortly")
-    if isinstance(exc, TryAgainError | MovedError | AskError | ClusterDownError | SlotNotCoveredError) or (
-            isinstance(exc, ResponseError | ClusterError | RedisClusterException)
-            and any(t in text for t in _TRANSIENT_TEXT)):
-        return StoreUnavailable("the route store is being resharded or failed over; retry shortly")
-    log.error("unexpected Redis error: %s", text)
-    return NamesrvError(f"route store error: {type(exc).__name__}")
-
-
-def store_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """Decorate a store method that talks to Redis directly (not through `_run`)."""
-
-    @wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await fn(*args, **kwargs)
-        except REDIS_ERRORS as exc:
-            raise translate(exc) from exc
-
-    return wrapper
-
-
-class ReplicationUnconfirmed(StoreUnavailable):
-    """A write was applied on the primary but fewer replicas than required confirmed it (WAIT): it may be lost
-    on a failover, so it is not acknowledged as a success."""
-
-    code = "REPLICATION_UNCONFIRMED"
-
-
-def _unconfirmed(acked: Any, replicas: int, timeout_ms: int) -> str:
-    """REPLICATION_UNCONFIRMED's message, one sentence whatever WAIT answered."""
-    wanted = f"{replicas} Redis replica{'s' if replicas != 1 else ''}"
-    if isinstance(acked, Exception):
-        told = f"waiting for {wanted} to confirm it failed ({type(acked).__name__}: {acked})"
-    else:
-        told = f"{int(acked)} of {wanted} confirmed it within {timeout_ms} ms"
-    return f"The change was written, but {told}, so a failover may lose it: check it, then retry."
-
-
-@dataclass(frozen=True)
-class StoreLimits:
-    """How long calls may take and what a write waits for (settings redis_deadline_ms, redis_bulk_deadline_ms,
-    redis_wait_*)."""
-
-    deadline_s: float = 1.0
-    bulk_deadline_s: float = 10.0
-    wait_replicas: int = 0
-    wait_timeout_ms: int = 1000
-    wait_registrations: bool = False
-    chunk_topics: int = 0  # registrations with more topics go in steps of this many (0 = always whole)
-
-    def bulk(self, topics: int) -> float:
-        """The deadline of a call carrying `topics` topics (or heartbeats): scaled, with a ceiling."""
-        return min(self.bulk_deadline_s, self.deadline_s + topics * PER_TOPIC_S)
-
-
-def bounded(bulk: bool = False) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
-    """Decorate a RouteStore method that talks to Redis directly (not through `_run`): the call's deadline, and
-    redis-py errors as the project's."""
-
-    def deco(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
-        @wraps(fn)
-        async def wrapper(self: RouteStore, *args: Any, **kwargs: Any) -> R:
-            limits = self.limits
-            try:
-                async with asyncio.timeout(limits.bulk_deadline_s if bulk else limits.deadline_s):
-                    return await fn(self, *args, **kwargs)
-            except REDIS_ERRORS as exc:
-                raise translate(exc) from exc
-
-        return wrapper
-
-    return deco
 
 
 def _registration_result(res: list[Any]) -> RegisterBrokerResult | None:
@@ -198,7 +94,7 @@ def _broker_data(name: str, cluster: str, eam: str, zone: str, addr_flat: list[s
     )
 
 
-class RouteStore:
+class RouteStore(ChangeEvents):
     """RocketMQ's RouteInfoManager + KVConfigManager over one Redis, under one key prefix."""
 
     def __init__(self, redis: aioredis.Redis | RedisCluster, prefix: str = "nsrv",
@@ -701,92 +597,6 @@ class RouteStore:
     async def version(self) -> int:
         return int(await self.redis.get(self.keys.version) or 0)
 
-    async def change_events(self, on_subscribed: Callable[[], None] | None = None) -> AsyncIterator[str]:
-        """The change events the scripts publish ("<ver>\\n*" or "<ver>\\n<topic>..."), until the connection
-        drops or the Sentinel master switches (then StoreUnavailable: the caller flushes and subscribes again).
-        `on_subscribed` runs once the subscription is in place.
-
-        Cluster: a script's PUBLISH reaches every node, so the subscription sits on any node, the next one in the
-        client's list after each loss (a subscription never follows a failover by itself: C5). Sentinel: on the
-        master; a sentinel's +switch-master ends it, since after SENTINEL FAILOVER the old master keeps serving
-        its clients, silently, for ~10 s (S3)."""
-        switched = asyncio.Event()
-        watcher = None
-        if self.sentinel is not None:
-            watcher = asyncio.get_running_loop().create_task(self._watch_master_switch(switched))
-        try:
-            if self.cluster:
-                await self.redis.initialize()
-                nodes = self.redis.get_nodes()
-                if not nodes:
-                    raise StoreUnavailable("no Redis Cluster node known yet; subscribing again shortly")
-                self._sub_cursor += 1
-                pubsub = self.redis.pubsub(node=nodes[self._sub_cursor % len(nodes)])
-            else:
-                pubsub = self.redis.pubsub()
-        except REDIS_ERRORS as exc:
-            if watcher is not None:
-                watcher.cancel()
-            raise translate(exc) from exc
-        try:
-            await pubsub.subscribe(self.keys.changes)
-            if on_subscribed is not None:
-                on_subscribed()
-            while True:
-                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.25 if watcher else 1.0)
-                if msg is not None and msg.get("type") == "message":
-                    yield msg["data"]
-                if switched.is_set():
-                    raise StoreUnavailable("the Redis master switched (Sentinel); subscribing on the new one")
-        except REDIS_ERRORS as exc:
-            raise translate(exc) from exc
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-            try:
-                await pubsub.aclose()
-            except REDIS_ERRORS:
-                pass
-
-    async def _watch_master_switch(self, switched: asyncio.Event) -> None:
-        """Sentinel mode: follow one sentinel's `+switch-master` announcements (any sentinel will do; the next
-        one if it fails). On a switch of our master, connections still open to the old one are dropped — idle
-        ones now, busy ones when they return to the pool — so new calls ask the sentinels for the new master."""
-        assert self.sentinel is not None
-        backoff = 0.05
-        while True:
-            for sentinel in list(self.sentinel.sentinels):
-                pubsub = sentinel.pubsub()
-                try:
-                    await pubsub.subscribe("+switch-master")
-                    backoff = 0.05
-                    while True:
-                        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                        if msg is None or msg.get("type") != "message":
-                            continue
-                        name, _, addrs = str(msg["data"]).partition(" ")
-                        if name != self.master_name:
-                            continue
-                        log.warning("Sentinel: master %s switched (%s); dropping connections to the old one",
-                                    name, addrs)
-                        await self._drop_master_connections()
-                        switched.set()
-                except REDIS_ERRORS as exc:
-                    log.info("sentinel watch lost (%s); trying the next sentinel", exc)
-                finally:
-                    try:
-                        await pubsub.aclose()
-                    except REDIS_ERRORS:
-                        pass
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
-
-    async def _drop_master_connections(self) -> None:
-        for client in {id(c): c for c in (self.redis, self.bulk_redis)}.values():
-            pool = client.connection_pool
-            await pool.update_active_connections_for_reconnect()
-            await pool.disconnect(inuse_connections=False)
-
     @bounded()
     async def stats(self) -> dict[str, int]:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -831,4 +641,5 @@ class RouteStore:
                 return
 
 
-__all__ = ["ORDER_TOPIC_CONFIG", "RouteStore", "store_errors", "translate"]
+__all__ = ["ORDER_TOPIC_CONFIG", "PER_TOPIC_S", "REDIS_ERRORS", "ReplicationUnconfirmed", "RouteStore", "StoreLimits",
+           "store_errors", "translate"]

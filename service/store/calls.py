@@ -1,0 +1,131 @@
+"""How a store call reaches Redis: deadlines scaled by the work a call carries, what a write waits for (WAIT), and
+redis-py's exceptions as the project's errors (transient trouble is StoreUnavailable: 503 / retry). Shared by the
+route store (routes.py), the controller store and the snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+from redis.exceptions import (
+    AskError,
+    BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
+    MovedError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
+)
+from redis.exceptions import (
+    TimeoutError as RedisTimeoutError,
+)
+
+from service.errors import NamesrvError, StoreUnavailable
+
+log = logging.getLogger(__name__)
+# Replies Redis gives while it cannot serve (restart, failover, cluster reconfiguration): retry later.
+_TRANSIENT = ("LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS")
+# Cluster trouble redis-py reports in words (C3): a slot migrating under a script, or no node reachable.
+_TRANSIENT_TEXT = ("non local key", "TTL exhausted", "cannot be connected", "No targets were found")
+# Redis-side cost of a bulk call per topic it carries, with a 4x margin (benchmarks/README.md: a registration of
+# 100 000 changed topics takes ~0.5 s of Redis time here); a call's deadline grows by this per topic.
+PER_TOPIC_S = 20e-6
+
+# What a redis-py call can raise: RedisClusterException is not a RedisError (e.g. SlotNotCoveredError).
+REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def translate(exc: BaseException) -> NamesrvError:
+    """A redis-py exception as the project's error: transient trouble is StoreUnavailable (503 / retry)."""
+    if type(exc) is TimeoutError:  # the store's own deadline (asyncio.timeout), not a socket timeout
+        return StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | BusyLoadingError | OSError):
+        return StoreUnavailable(f"the route store (Redis) is unavailable: {type(exc).__name__}; retry shortly")
+    text = str(exc)
+    if isinstance(exc, ResponseError) and text.split(" ", 1)[0] in _TRANSIENT:
+        return StoreUnavailable(f"the route store is not ready: {text.split(' ', 1)[0]}; retry shortly")
+    if isinstance(exc, TryAgainError | MovedError | AskError | ClusterDownError | SlotNotCoveredError) or (
+            isinstance(exc, ResponseError | ClusterError | RedisClusterException)
+            and any(t in text for t in _TRANSIENT_TEXT)):
+        return StoreUnavailable("the route store is being resharded or failed over; retry shortly")
+    log.error("unexpected Redis error: %s", text)
+    return NamesrvError(f"route store error: {type(exc).__name__}")
+
+
+def store_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Decorate a store method that talks to Redis directly (not through `_run`)."""
+
+    @wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except REDIS_ERRORS as exc:
+            raise translate(exc) from exc
+
+    return wrapper
+
+
+class ReplicationUnconfirmed(StoreUnavailable):
+    """A write was applied on the primary but fewer replicas than required confirmed it (WAIT): it may be lost
+    on a failover, so it is not acknowledged as a success."""
+
+    code = "REPLICATION_UNCONFIRMED"
+
+
+def _unconfirmed(acked: Any, replicas: int, timeout_ms: int) -> str:
+    """REPLICATION_UNCONFIRMED's message, one sentence whatever WAIT answered."""
+    wanted = f"{replicas} Redis replica{'s' if replicas != 1 else ''}"
+    if isinstance(acked, Exception):
+        told = f"waiting for {wanted} to confirm it failed ({type(acked).__name__}: {acked})"
+    else:
+        told = f"{int(acked)} of {wanted} confirmed it within {timeout_ms} ms"
+    return f"The change was written, but {told}, so a failover may lose it: check it, then retry."
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    """How long calls may take and what a write waits for (settings redis_deadline_ms, redis_bulk_deadline_ms,
+    redis_wait_*)."""
+
+    deadline_s: float = 1.0
+    bulk_deadline_s: float = 10.0
+    wait_replicas: int = 0
+    wait_timeout_ms: int = 1000
+    wait_registrations: bool = False
+    chunk_topics: int = 0  # registrations with more topics go in steps of this many (0 = always whole)
+
+    def bulk(self, topics: int) -> float:
+        """The deadline of a call carrying `topics` topics (or heartbeats): scaled, with a ceiling."""
+        return min(self.bulk_deadline_s, self.deadline_s + topics * PER_TOPIC_S)
+
+
+def bounded(bulk: bool = False) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
+    """Decorate a store method (its object has `limits`) that talks to Redis directly (not through `_run`): the
+    call's deadline, and redis-py errors as the project's."""
+
+    def deco(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+        @wraps(fn)
+        async def wrapper(self: Any, *args: Any, **kwargs: Any) -> R:
+            limits = self.limits
+            try:
+                async with asyncio.timeout(limits.bulk_deadline_s if bulk else limits.deadline_s):
+                    return await fn(self, *args, **kwargs)
+            except REDIS_ERRORS as exc:
+                raise translate(exc) from exc
+
+        return wrapper
+
+    return deco

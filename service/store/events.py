@@ -1,0 +1,114 @@
+"""The change events the route scripts publish, as a subscription that follows the deployment: on any Cluster node
+(PUBLISH reaches them all), or on the Sentinel master, given up when a sentinel announces a switch. A mixin of
+RouteStore (routes.py), which holds the clients, the keys and the Sentinel."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from service.errors import StoreUnavailable
+from service.store.calls import REDIS_ERRORS, translate
+
+log = logging.getLogger(__name__)
+
+
+class ChangeEvents:
+    """`change_events` for a store with `redis`, `bulk_redis`, `keys`, `cluster`, `sentinel`, `master_name` and
+    `_sub_cursor`."""
+
+    redis: Any
+    bulk_redis: Any
+    keys: Any
+    cluster: bool
+    sentinel: Any
+    master_name: str
+    _sub_cursor: int
+
+    async def change_events(self, on_subscribed: Callable[[], None] | None = None) -> AsyncIterator[str]:
+        """The change events the scripts publish ("<ver>\\n*" or "<ver>\\n<topic>..."), until the connection
+        drops or the Sentinel master switches (then StoreUnavailable: the caller flushes and subscribes again).
+        `on_subscribed` runs once the subscription is in place.
+
+        Cluster: a script's PUBLISH reaches every node, so the subscription sits on any node, the next one in the
+        client's list after each loss (a subscription never follows a failover by itself: C5). Sentinel: on the
+        master; a sentinel's +switch-master ends it, since after SENTINEL FAILOVER the old master keeps serving
+        its clients, silently, for ~10 s (S3)."""
+        switched = asyncio.Event()
+        watcher = None
+        if self.sentinel is not None:
+            watcher = asyncio.get_running_loop().create_task(self._watch_master_switch(switched))
+        try:
+            if self.cluster:
+                await self.redis.initialize()
+                nodes = self.redis.get_nodes()
+                if not nodes:
+                    raise StoreUnavailable("no Redis Cluster node known yet; subscribing again shortly")
+                self._sub_cursor += 1
+                pubsub = self.redis.pubsub(node=nodes[self._sub_cursor % len(nodes)])
+            else:
+                pubsub = self.redis.pubsub()
+        except REDIS_ERRORS as exc:
+            if watcher is not None:
+                watcher.cancel()
+            raise translate(exc) from exc
+        try:
+            await pubsub.subscribe(self.keys.changes)
+            if on_subscribed is not None:
+                on_subscribed()
+            while True:
+                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.25 if watcher else 1.0)
+                if msg is not None and msg.get("type") == "message":
+                    yield msg["data"]
+                if switched.is_set():
+                    raise StoreUnavailable("the Redis master switched (Sentinel); subscribing on the new one")
+        except REDIS_ERRORS as exc:
+            raise translate(exc) from exc
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            try:
+                await pubsub.aclose()
+            except REDIS_ERRORS:
+                pass
+
+    async def _watch_master_switch(self, switched: asyncio.Event) -> None:
+        """Sentinel mode: follow one sentinel's `+switch-master` announcements (any sentinel will do; the next
+        one if it fails). On a switch of our master, connections still open to the old one are dropped — idle
+        ones now, busy ones when they return to the pool — so new calls ask the sentinels for the new master."""
+        assert self.sentinel is not None
+        backoff = 0.05
+        while True:
+            for sentinel in list(self.sentinel.sentinels):
+                pubsub = sentinel.pubsub()
+                try:
+                    await pubsub.subscribe("+switch-master")
+                    backoff = 0.05
+                    while True:
+                        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if msg is None or msg.get("type") != "message":
+                            continue
+                        name, _, addrs = str(msg["data"]).partition(" ")
+                        if name != self.master_name:
+                            continue
+                        log.warning("Sentinel: master %s switched (%s); dropping connections to the old one",
+                                    name, addrs)
+                        await self._drop_master_connections()
+                        switched.set()
+                except REDIS_ERRORS as exc:
+                    log.info("sentinel watch lost (%s); trying the next sentinel", exc)
+                finally:
+                    try:
+                        await pubsub.aclose()
+                    except REDIS_ERRORS:
+                        pass
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+    async def _drop_master_connections(self) -> None:
+        for client in {id(c): c for c in (self.redis, self.bulk_redis)}.values():
+            pool = client.connection_pool
+            await pool.update_active_connections_for_reconnect()
+            await pool.disconnect(inuse_connections=False)
