@@ -106,9 +106,10 @@ class RegistrationMemo:
         return self.body is not None and self.crc == crc and self.body == body
 
     def other_than_last(self, key: bytes, body: bytes) -> bool:
-        """This connection's last registration was kept and these bytes differ from it: a changed registration,
-        which the unchanged path would only refuse (one Redis round trip for nothing)."""
-        return self.body is not None and (self.key != key or self.body != body)
+        """This connection's last registration was kept, came with the same header (the same broker) and had other
+        bytes: a changed registration, which the unchanged path would only refuse (a Redis round trip for
+        nothing). Another broker's registration in between (one connection carrying several) says nothing."""
+        return self.body is not None and self.key == key and self.body != body
 
     def digest_of(self, key: bytes, body: bytes) -> str:
         if self.body is not None and self.key == key and self.body == body:
