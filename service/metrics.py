@@ -32,7 +32,11 @@ class Metrics:
         self.expirations = Counter("namesrv_broker_expirations_total", "brokers expired by the scan", registry=r)
         self.scan_seconds = Histogram("namesrv_expiry_scan_seconds", "expiry scan duration",
                                       buckets=LATENCY_BUCKETS, registry=r)
-        self.redis_errors = Counter("namesrv_redis_errors_total", "Redis calls that failed", ["kind"], registry=r)
+        r.register(RedisErrors())
+        self.ready = Gauge("namesrv_ready", "1 when this worker is ready (Redis reachable, scripts loaded, every door "
+                           "listening), as /readyz answers; checked at every scrape", registry=r)
+        self.connection_drops = Counter("namesrv_broker_connection_drops_total", "brokers removed because the "
+                                        "native connection they registered on closed", registry=r)
         self.live_brokers = Gauge("namesrv_live_brokers", "live broker entries (cluster, addr)", registry=r)
         self.topics = Gauge("namesrv_topics", "topics with routes", registry=r)
         self.cache_hits = Gauge("namesrv_route_cache_hits", "route cache hits since start", registry=r)
@@ -86,6 +90,28 @@ def latency_family(name: str, help_text: str, label: str, buckets: Mapping[Any, 
     return h
 
 
+def errors_family(name: str, help_text: str, errors: Mapping[str, int]) -> CounterMetricFamily:
+    c = CounterMetricFamily(name, help_text, labels=["code"])
+    for code, n in sorted(errors.items()):
+        c.add_metric([code], n)
+    return c
+
+
+class RedisErrors:
+    """Redis calls that failed, by kind (service/store/calls.py counts them where redis-py's errors are translated:
+    every request, scan, readiness check and scrape of this process)."""
+
+    def collect(self) -> Iterator[Metric]:
+        from service.store.calls import FAILURES
+
+        c = CounterMetricFamily("namesrv_redis_errors", "Redis calls that failed, by kind: deadline (no answer "
+                                "within the call's deadline), connection, not_ready (LOADING, READONLY, "
+                                "NOREPLICAS, ...), resharding, error", labels=["kind"])
+        for kind, n in sorted(FAILURES.items()):
+            c.add_metric([kind], n)
+        yield c
+
+
 class LoopLag:
     """How late the event loop runs a timer: a stall (a long parse, a blocking call) shows up here first.
 
@@ -123,6 +149,7 @@ class CountsAndLatency:
         self.counts: dict[tuple, int] = {}
         self.buckets: dict[Any, list[int]] = {}
         self.sums: dict[Any, float] = {}
+        self.errors: collections.Counter[str] = collections.Counter()  # error replies by the error's code
 
     def count(self, key: tuple, label: Any, seconds: float) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -190,6 +217,8 @@ class RemotingStats(CountsAndLatency):
                                   "undecodable frame", value=self.frame_errors)
         yield CounterMetricFamily("namesrv_remoting_busy", "requests answered SYSTEM_BUSY (in-flight bounds)",
                                   value=self.busy)
+        yield errors_family("namesrv_remoting_errors", "remoting error replies by error code (STORE_UNAVAILABLE, "
+                            "UNAUTHORIZED, ...)", self.errors)
         yield CounterMetricFamily("namesrv_remoting_read_paused", "times a connection was not read because its "
                                   "peer did not read its replies", value=self.paused)
 
@@ -211,6 +240,8 @@ class RequestStats(CountsAndLatency):
         yield c
         yield latency_family("namesrv_http_request_seconds", "HTTP request latency", "route", self.buckets,
                              self.sums)
+        yield errors_family("namesrv_http_errors", "HTTP error replies by error code (STORE_UNAVAILABLE, "
+                            "UNAUTHORIZED, ...)", self.errors)
         yield GaugeMetricFamily("namesrv_http_in_flight", "HTTP requests being handled now", value=self.in_flight)
 
 

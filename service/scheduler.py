@@ -47,8 +47,7 @@ def _safe(job: Callable[[NameServer], Awaitable[Any]], name: str) -> Callable[[N
     async def run(ns: NameServer) -> Any:
         try:
             return await job(ns)
-        except NamesrvError as exc:  # Redis outage: log, count, try again next tick
-            ns.metrics.redis_errors.labels(kind=exc.code).inc()
+        except NamesrvError as exc:  # Redis outage (counted where it was translated): log, try again next tick
             log.warning("%s failed: %s", name, exc.message)
         except Exception:
             log.exception("%s failed", name)

@@ -366,6 +366,7 @@ class NameServer:
             log.warning("broker removed, its connection closed: cluster=%s brokerName=%s brokerAddr=%s",
                         cluster, name, addr)
         self.metrics.unregistrations.inc(len(removed))
+        self.metrics.connection_drops.inc(len(removed))
         return [f"{c}|{a}" for c, a, _, _ in removed]
 
     async def live_brokers(self, who: Principal, cluster: str | None = None) -> tuple[int, list[LiveBroker]]:

@@ -70,17 +70,20 @@ def guarded(handler: Handler, route: str, stats: RequestStats) -> Handler:
         try:
             resp = await handler(request)
         except NamesrvError as err:
+            stats.errors[err.code] += 1
             resp = error_response(err, request.headers.get("X-Request-Id") or next_request_id())
             if _body_unread(request):
                 close_unread(request, resp)
         except web.HTTPException as exc:
-            resp = error_response(_from_http(request, exc),
-                                  request.headers.get("X-Request-Id") or next_request_id())
+            err = _from_http(request, exc)
+            stats.errors[err.code] += 1
+            resp = error_response(err, request.headers.get("X-Request-Id") or next_request_id())
             if _body_unread(request):
                 close_unread(request, resp)
         except Exception:
             request_id = request.headers.get("X-Request-Id") or next_request_id()
             log.exception("unhandled error (request %s)", request_id)
+            stats.errors[NamesrvError.code] += 1
             resp = error_response(NamesrvError("internal error; see the server log"), request_id)
         else:
             given = request.headers.get("X-Request-Id")

@@ -425,6 +425,7 @@ class RemotingServer:
                     self.reply(conn, cmd, route_reply(self.ns, cmd, topic, entry), started)  # type: ignore[arg-type]
                     return
             except NamesrvError as err:
+                self.stats.errors[err.code] += 1
                 self.reply(conn, cmd, error_reply(err), started)
                 return
         handler = HANDLERS.get(code)
@@ -447,8 +448,10 @@ class RemotingServer:
                 cmd.ext_fields, cmd.body, conn.unsigned)
             reply = await handler(Call(self.ns, who, cmd, conn))
         except NamesrvError as err:
+            self.stats.errors[err.code] += 1
             reply = error_reply(err)
         except Exception:
+            self.stats.errors[NamesrvError.code] += 1
             log.exception("remoting %s: request %s failed", conn.peer, codes.NAMES.get(cmd.code, cmd.code))
             reply = Reply(RMQ_SYSTEM_ERROR, "internal error; see the server log")
         finally:

@@ -5,6 +5,7 @@ route store (routes.py), the controller store and the snapshots."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,23 +45,33 @@ PER_TOPIC_S = 20e-6
 # What a redis-py call can raise: RedisClusterException is not a RedisError (e.g. SlotNotCoveredError).
 REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
 
+# Failed Redis calls of this process by kind, counted where they are translated (service/metrics.py exports them
+# as namesrv_redis_errors_total): plain ints, one event loop per process.
+FAILURES: collections.Counter[str] = collections.Counter()
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 def translate(exc: BaseException) -> NamesrvError:
-    """A redis-py exception as the project's error: transient trouble is StoreUnavailable (503 / retry)."""
+    """A redis-py exception as the project's error: transient trouble is StoreUnavailable (503 / retry). Counted in
+    FAILURES by kind."""
     if type(exc) is TimeoutError:  # the store's own deadline (asyncio.timeout), not a socket timeout
+        FAILURES["deadline"] += 1
         return StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
     if isinstance(exc, RedisConnectionError | RedisTimeoutError | BusyLoadingError | OSError):
+        FAILURES["not_ready" if isinstance(exc, BusyLoadingError) else "connection"] += 1
         return StoreUnavailable(f"the route store (Redis) is unavailable: {type(exc).__name__}; retry shortly")
     text = str(exc)
     if isinstance(exc, ResponseError) and text.split(" ", 1)[0] in _TRANSIENT:
+        FAILURES["not_ready"] += 1
         return StoreUnavailable(f"the route store is not ready: {text.split(' ', 1)[0]}; retry shortly")
     if isinstance(exc, TryAgainError | MovedError | AskError | ClusterDownError | SlotNotCoveredError) or (
             isinstance(exc, ResponseError | ClusterError | RedisClusterException)
             and any(t in text for t in _TRANSIENT_TEXT)):
+        FAILURES["resharding"] += 1
         return StoreUnavailable("the route store is being resharded or failed over; retry shortly")
+    FAILURES["error"] += 1
     log.error("unexpected Redis error: %s", text)
     return NamesrvError(f"route store error: {type(exc).__name__}")
 
