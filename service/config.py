@@ -39,8 +39,16 @@ class Settings:
     host: str = _setting("0.0.0.0", "address the HTTP server binds")
     port: int = _setting(8080, "HTTP port", minimum=1, maximum=65535)
     workers: int = _setting(1, "worker processes sharing the ports (SO_REUSEPORT)", minimum=1, maximum=64)
-    advertised_addrs: str = _setting("", "host:port;host:port answered by /rocketmq/nsaddr (default: this "
-                                         "worker's native address)")
+    advertised_addrs: str = _setting("", "host:port;host:port answered by /rocketmq/nsaddr instead of the "
+                                         "workers' announced addresses (e.g. a load balancer's, for clients "
+                                         "outside the network the workers are in)")
+    announce_addr: str = _setting("", "host:port this worker announces for /rocketmq/nsaddr, what brokers and "
+                                      "clients connect to (Helm: the pod IP); default: the bind host, or this "
+                                      "machine's primary IP when it binds every interface, at remoting_port")
+    announce_lease_ms: int = _setting(15_000, "an announced address stays in /rocketmq/nsaddr this long after its "
+                                              "worker's last renewal (renewed every third of it): a killed worker "
+                                              "drops out within it, a stopped one at once",
+                                      minimum=1000, maximum=600_000)
     drain_grace_s: float = _setting(20.0, "seconds SIGTERM waits for in-flight requests (below k8s' 30 s)",
                                     minimum=0, maximum=600)
     http_keepalive_s: float = _setting(15.0, "close an HTTP connection idle this long, also one that never "
@@ -461,6 +469,8 @@ def check_cross(s: Settings) -> None:
         raise ConfigError(f"remoting_max_partial_bytes: {s.remoting_max_partial_bytes} is below "
                           f"remoting_max_frame_bytes {s.remoting_max_frame_bytes}: a largest frame could never "
                           "arrive")
+    if s.announce_addr and len(parse_addresses(s.announce_addr, "announce_addr")) != 1:
+        raise ConfigError(f"announce_addr: one host:port, got {s.announce_addr!r}")
     if s.remoting_port and s.remoting_port == s.port:
         raise ConfigError(f"remoting_port: {s.remoting_port} is also the HTTP port")
     if s.remoting_tls_mode != "DISABLED":

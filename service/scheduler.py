@@ -1,4 +1,5 @@
-"""Background jobs of every worker: the expiry scan, snapshots (lease: once per tick cluster-wide), gauges.
+"""Background jobs of every worker: the expiry scan, snapshots (lease: once per tick cluster-wide), gauges, and
+the renewal of this worker's announced address (service/core/announce.py).
 
 APScheduler's AsyncIOScheduler with coalesce=True and max_instances=1: a late tick runs once (never silently
 skipped: misfire_grace_time=None), and a slow scan never overlaps itself.
@@ -16,6 +17,7 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from service.core import NameServer
+from service.core.announce import Announcer
 from service.core.controller import controller_scan
 from service.errors import NamesrvError
 
@@ -57,7 +59,7 @@ def _safe(job: Callable[[NameServer], Awaitable[Any]], name: str) -> Callable[[N
     return run
 
 
-def build_scheduler(ns: NameServer) -> AsyncIOScheduler:
+def build_scheduler(ns: NameServer, announcer: Announcer | None = None) -> AsyncIOScheduler:
     s = ns.base_settings
     sched = AsyncIOScheduler(job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None})
     now = datetime.now()
@@ -68,6 +70,9 @@ def build_scheduler(ns: NameServer) -> AsyncIOScheduler:
                       next_run_time=now + timedelta(seconds=min(10, s.snapshot_interval_s)), id="snapshot")
     sched.add_job(_safe(refresh_gauges, "gauges"), "interval", args=[ns], seconds=5, next_run_time=now,
                   id="gauges")
+    if announcer is not None:  # renew() logs and absorbs its own failures: a lapse is the lease's business
+        sched.add_job(announcer.renew, "interval", seconds=announcer.renew_interval_s,
+                      next_run_time=now + timedelta(seconds=announcer.renew_interval_s), id="announce")
     if s.controller:
         sched.add_job(_safe(controller_scan, "controller_scan"), "interval", args=[ns],
                       seconds=s.controller_scan_interval_ms / 1000, id="controller_scan")

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from service.config import Settings
 from service.core import NameServer
+from service.core.announce import Announcer
 from service.http.app import create_app
 from service.http.ops import READINESS
 from service.http.runner import Runner
@@ -30,6 +31,7 @@ from service.logs import setup_logging
 from service.remoting.server import RemotingServer
 from service.scheduler import build_scheduler
 from service.store import RouteStore, connect_store
+from service.store.members import MemberStore
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +50,16 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def running(ns: NameServer, *, scheduler: bool = True) -> AsyncIterator[NameServer]:
-    """The core started (scripts, shared switches, cache listener) and, optionally, the background jobs."""
+async def running(ns: NameServer, *, scheduler: bool = True,
+                  announcer: Announcer | None = None) -> AsyncIterator[NameServer]:
+    """The core started (scripts, shared switches, cache listener) and, optionally, the background jobs, with the
+    renewal of this worker's announcement for /rocketmq/nsaddr (first made by the caller once its doors listen;
+    withdrawn when the block ends, unless the caller has already)."""
     if ns.access.open_mode:
         log.warning("OPEN MODE: no NAMESRV_BROKER_TOKENS / NAMESRV_ADMIN_TOKEN / NAMESRV_READ_TOKEN is set; "
                     "anyone who reaches this port can register brokers, delete topics and change config")
     await ns.start()
-    sched = build_scheduler(ns) if scheduler else None
+    sched = build_scheduler(ns, announcer) if scheduler else None
     if sched is not None:
         sched.start()
     lag = asyncio.create_task(ns.metrics.loop_lag.run(), name="loop-lag")
@@ -64,6 +69,8 @@ async def running(ns: NameServer, *, scheduler: bool = True) -> AsyncIterator[Na
         lag.cancel()
         if sched is not None:
             sched.shutdown(wait=False)
+        if announcer is not None and not announcer.withdrawn:
+            await announcer.withdraw()
         await ns.stop()
 
 
@@ -84,8 +91,10 @@ async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
         app[READINESS] = [remoting.not_listening]
     runner = Runner(app, access_log=access_log, shutdown_timeout=settings.drain_grace_s,
                     keepalive_timeout=settings.http_keepalive_s)
+    # Embedded mode shares nothing: its /rocketmq/nsaddr answers this worker itself, without an announcement.
+    announcer = None if settings.embedded else Announcer.for_settings(MemberStore(store), settings)
     try:
-        async with running(ns):
+        async with running(ns, announcer=announcer):
             await runner.setup()
             # What start-up built (modules, classes, the app) lives as long as the worker: frozen, no full
             # collection walks it again, so a full collection costs what the worker holds for its clients only.
@@ -95,10 +104,14 @@ async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
                                shutdown_timeout=settings.drain_grace_s).start()
             if remoting is not None:
                 await remoting.start(bind_socket(settings.host, settings.remoting_port))
+            if announcer is not None and await announcer.renew() is not None:  # listening: clients may come
+                log.info("announced %s for /rocketmq/nsaddr (lease %d ms)", announcer.addr, announcer.lease_ms)
             log.info("worker %d serving HTTP on %s:%d%s", os.getpid(), settings.host, settings.port,
                      f", RocketMQ remoting on {settings.remoting_port}" if remoting else "")
             await stop.wait()
             log.info("worker %d stopping: draining for up to %.0f s", os.getpid(), settings.drain_grace_s)
+            if announcer is not None:  # out of /rocketmq/nsaddr before draining: nobody new is sent here
+                await announcer.withdraw()
             ns.routes.feed.shutdown()  # streams end and long-polls answer now: their clients go elsewhere
             if remoting is not None:
                 await remoting.stop(settings.drain_grace_s)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from service.core.announce import live_addresses
 from service.http.handlers import NS
 
 
@@ -51,11 +52,11 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def advertised(request: web.Request) -> str:
-    """What /rocketmq/nsaddr answers: the configured list, else this host at the native remoting port (what
-    RocketMQ clients and brokers connect to), or at the HTTP port when remoting is off."""
+    """This worker's own address as the client reached it: this host at the native remoting port (what RocketMQ
+    clients and brokers connect to), or at the HTTP port when remoting is off."""
     settings = request.app[NS].base_settings
-    if settings.advertised_addrs:
-        return settings.advertised_addrs
+    if settings.announce_addr:
+        return settings.announce_addr
     host = request.host.rsplit(":", 1)[0] if request.host else "127.0.0.1"
     if host.startswith("[") and not host.endswith("]"):  # an IPv6 literal without a port
         host = request.host
@@ -63,5 +64,14 @@ def advertised(request: web.Request) -> str:
 
 
 async def nsaddr(request: web.Request) -> web.Response:
-    """RocketMQ's address-server lookup (`/rocketmq/nsaddr`): `host:port;host:port` as plain text."""
-    return web.Response(text=advertised(request), content_type="text/plain")
+    """RocketMQ's address-server lookup (`/rocketmq/nsaddr`): `host:port;host:port` as plain text.
+
+    `advertised_addrs` when configured; else every worker whose announcement's lease is live (sorted, so every
+    worker answers the same text and clients see a change only when the set changes); else (embedded mode, or a
+    registry that lost its entries until the next renewal) this worker itself. Redis unreachable: 503 within the
+    store's deadline; RocketMQ clients and brokers keep the list they have on any answer but 200."""
+    ns = request.app[NS]
+    if ns.base_settings.advertised_addrs:
+        return web.Response(text=ns.base_settings.advertised_addrs, content_type="text/plain")
+    addrs = await live_addresses(ns.store)
+    return web.Response(text=";".join(addrs) if addrs else advertised(request), content_type="text/plain")

@@ -83,6 +83,10 @@ class Keys:
     def skew_history(self) -> str:  # LIST: the last N skew runs, newest first, each zlib(JSON)
         return self.base + "report:skew:history"
 
+    @property
+    def members(self) -> str:  # ZSET "addr|workerId" -> lease expiry ms: workers announced for /rocketmq/nsaddr
+        return self.base + "members"
+
     def lease(self, name: str) -> str:  # STRING with PX: one worker per tick cluster-wide
         return self.base + "lease:" + name
 

@@ -20,6 +20,7 @@ import pytest
 from service.models import RegisterBroker, TopicConfig
 from service.store import RouteStore
 from service.store import chunked as chunked_module
+from service.store import members as members_module
 from service.store import routes as store_module
 from service.store import sweeps as sweeps_module
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
@@ -83,7 +84,7 @@ def test_header_documents_every_argv():
 
 
 def test_every_script_is_used_by_the_store_and_vice_versa():
-    sources = "".join(inspect.getsource(m) for m in (store_module, chunked_module, sweeps_module))
+    sources = "".join(inspect.getsource(m) for m in (store_module, chunked_module, sweeps_module, members_module))
     called = set(re.findall(r'_(?:run|call)\(\s*"(\w+)"', sources))
     assert called == set(load_all()), (called ^ set(load_all()))
 
@@ -235,10 +236,13 @@ async def test_the_store_passes_each_script_exactly_its_declared_keys():
     await s.unregister_broker(BrokerIdentity("C1", "B1", 0, "10.0.0.1:1"))
     await s.expire(now=10**13)
     await s.finish_sweeps()
+    members = members_module.MemberStore(s)
+    await members.announce(members_module.member("10.0.0.9:9876", "w1"), 15_000)
+    await members.live()
     by_sha = {hashlib.sha1(sc.source.encode()).hexdigest(): sc for sc in load_all().values()}
     role_key = {"topics": k.topics, "brokers": k.brokers, "clusters": k.clusters, "live": k.live,
                 "deadlines": k.deadlines, "filters": k.filter_servers, "ver": k.version, "kvns": k.kv_namespaces,
-                "config": k.runtime_config, "sweeps": k.sweeps}
+                "config": k.runtime_config, "sweeps": k.sweeps, "members": k.members}
     entity = {("getRoute", "topic"): k.topic("T1"), ("registerTopic", "topic"): k.topic("T2"),
               ("deleteTopic", "topic"): k.topic("T2"), ("writePerm", "brokerTopics"): k.broker_topics("B1"),
               ("memberGroup", "brokerAddrs"): k.broker_addrs("B1")}
