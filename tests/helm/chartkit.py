@@ -89,7 +89,9 @@ class Rendered:
 
     @property
     def configmap(self) -> dict[str, str]:
-        return self.one("ConfigMap")["data"]
+        """The workers' settings (not the Grafana dashboard's ConfigMap)."""
+        (found,) = [d for d in self.all("ConfigMap") if not d["metadata"]["name"].endswith("-dashboard")]
+        return found["data"]
 
     def pod_specs(self) -> list[tuple[str, dict[str, Any]]]:
         """(kind/name, pod spec) of every workload: Deployment, StatefulSet, CronJob, bare Pod (helm test)."""

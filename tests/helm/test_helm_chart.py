@@ -44,7 +44,7 @@ PLAIN_ENVS = {s.env for s in SETTINGS if not s.secret}
 # Chart defaults that deliberately differ from the application's defaults.
 CHART_OVERRIDES = {"log_json": True}
 # Kinds not in the Kubernetes OpenAPI schemas (CRDs): skipped by kubernetes-validate, checked by hand.
-CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 FULLNAME = f"{RELEASE}-rmq-namesrv"
 
 ALL_VALUE_SETS = value_sets()
