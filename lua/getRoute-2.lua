@@ -6,11 +6,11 @@
     2 filters      HASH   {P}:filtersrv, "cluster|addr" -> filter-server JSON list
   ARGV:
     1 topic   2 supportActingMaster "1"/"0"   3 orderMessageEnable "1"/"0"
-  Returns:
-    {0}  no such topic (TOPIC_NOT_EXIST)
+  Returns:  (ver: the registry version {P}:ver this read reflects, for the workers' route caches)
+    {0, ver}  no such topic (TOPIC_NOT_EXIST)
     {1, {brokerName, "r,w,perm,sys", ...},
         {{brokerName, cluster, enableActingMaster, zoneName|"", {id, addr, ...}}, ...},
-        {addr, filterServerJSON, ...}, orderTopicConf|""}
+        {addr, filterServerJSON, ...}, orderTopicConf|"", ver}
     With supportActingMaster, a broker group without id 0, with enableActingMaster, whose queue data is
     not writable, shows its lowest-id address as id 0 (in the reply only; topics rmq_sys_SYNC_BROKER_MEMBER_*
     excepted).
@@ -22,8 +22,9 @@ local K = { topic = KEYS[1], filters = KEYS[2] }
 local base = key_base(KEYS[1])
 
 local topic = ARGV[1]
+local ver = tonumber(rcall("GET", base .. "ver")) or 0
 local all = rcall("HGETALL", K.topic)
-if #all == 0 then return { 0 } end
+if #all == 0 then return { 0, ver } end
 
 -- A broker's queue data count only while the topic is in its reverse index: a field left by a removal still being
 -- swept (sweepBroker) is not shown, whether the broker is gone or registered again since.
@@ -53,7 +54,7 @@ for i = 1, #all, 2 do
     brokers[#brokers + 1] = { bname, meta[1], meta[2] or "0", meta[3] or "", aflat, has0 }
   end
 end
-if #brokers == 0 then return { 0 } end
+if #brokers == 0 then return { 0, ver } end
 
 if ARGV[2] == "1" and need_acting and string.sub(topic, 1, 27) ~= "rmq_sys_SYNC_BROKER_MEMBER_" then
   for _, b in ipairs(brokers) do
@@ -71,4 +72,4 @@ for _, b in ipairs(brokers) do b[6] = nil end
 
 local order = ""
 if ARGV[3] == "1" then order = rcall("HGET", base .. "kv:ORDER_TOPIC_CONFIG", topic) or "" end
-return { 1, qflat, brokers, filters, order }
+return { 1, qflat, brokers, filters, order, ver }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from service.config import DEFAULT_BROKER_TIMEOUT_MS
 from service.errors import InvalidArgument
@@ -276,6 +276,15 @@ class TopicRouteData:
             filter_server_table={a: f for a, f in self.filter_server_table.items() if a in addrs},
             order_topic_conf=self.order_topic_conf,
         )
+
+
+class ReadAt(NamedTuple):
+    """A route read together with the registry version it reflects (getRoute returns both, atomically): a
+    route-cache fill is then spoiled only by an event newer than its read, not by every event during its round
+    trip, so topics a registration changes again and again (a roll-out) still get cached between changes."""
+
+    route: TopicRouteData | None
+    ver: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ from service.models import (
     HeartbeatResult,
     KvTable,
     LiveBroker,
+    ReadAt,
     RegisterBroker,
     RegisterBrokerResult,
     TopicList,
@@ -413,10 +414,10 @@ class NameServer:
             return self.routes.encoding(topic, entry, door, encode)
         return self.routes.encoding(topic, entry, (door, zone.lower()), lambda r: encode(r.in_zone(zone)))
 
-    async def _read_route(self, topic: str) -> TopicRouteData | None:
+    async def _read_route(self, topic: str) -> ReadAt:
         s = self.settings
-        return await self.store.get_route(topic, support_acting_master=s.support_acting_master,
-                                          order_message_enable=s.order_message_enable)
+        return await self.store.get_route_at(topic, support_acting_master=s.support_acting_master,
+                                             order_message_enable=s.order_message_enable)
 
     async def cluster_info(self, who: Principal) -> ClusterInfo:
         self.access.require(who, Role.READ)

@@ -18,8 +18,10 @@ Correctness rules:
 - a fill is stored only if its topic was not evicted or updated, and nothing was flushed, while it was being
   fetched (a sequence number per change, kept for the topics being filled), so a route read before a change can
   never be cached after that change's event, while fills of other topics under constant churn still are;
-- the safety net: a poll of `{P}:ver` every half staleness bound flushes on versions the events missed, and if
-  neither an event nor a poll has confirmed freshness within the bound, the cache is bypassed.
+- the safety net: a poll of `{P}:ver` every half staleness bound flushes on versions the events missed (a
+  version the previous poll read that no event has reached since: under writes events are always in flight, so
+  "ahead of the events" alone is no miss), and if neither an event nor a poll has confirmed freshness within the
+  bound, the cache is bypassed; an event older than what a poll adopted evicts, never updates in place.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import replace
 
 from service.core.watch import ChangeFeed
-from service.models import QueueData, TopicRouteData
+from service.models import QueueData, ReadAt, TopicRouteData
 
 log = logging.getLogger(__name__)
 ENTRY_OVERHEAD = 400  # bytes a cached route costs beyond its encodings (objects, dict slots), roughly
@@ -105,8 +107,12 @@ class RouteCache:
         self.bytes = 0
         self._seq = 0  # one per eviction, update or flush
         self._flushed_at = 0  # _seq of the latest flush
-        self._changed: dict[str, int] = {}  # topic being filled -> _seq of its latest eviction or update
+        self._changed: dict[str, tuple[int, int]] = {}  # topic being filled -> (_seq, event version) of its
+        # latest eviction or update
+        self._brokers_changed: dict[str, int] = {}  # "@" brokers -> event version, while fills are under way
         self._ver_seen = -1
+        self._ahead = -1  # a version a poll read ahead of the events, checked by the next poll
+        self.missed_events = 0  # versions the events never delivered, found by the poll
         self._confirmed_at = -1e18
         self._on_config = on_config
         self._tasks: list[asyncio.Task] = []
@@ -136,8 +142,11 @@ class RouteCache:
                 return hit
         return None
 
-    async def fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]]) -> RouteEntry:
-        """Read through `fetch` and cache the result unless an eviction raced with the read. Concurrent misses
+    async def fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | ReadAt | None]]
+                   ) -> RouteEntry:
+        """Read through `fetch` and cache the result unless a change newer than the read reached this worker
+        while it was under way (a ReadAt says which version the read reflects; a bare route counts as read at the
+        version the events had reached when the fill began), or the cache was flushed meanwhile. Concurrent misses
         of one topic share one fetch (a cold cache under load asks Redis once per topic, not once per request),
         but never one that started before the topic's latest change: a watcher woken by a change must read after
         it."""
@@ -149,7 +158,7 @@ class RouteCache:
         mine = (self._seq, fut)
         self._inflight[topic] = mine
         try:
-            entry = await self._fill(topic, fetch, mine[0])
+            entry = await self._fill(topic, fetch, mine[0], self._ver_seen)
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()  # retrieved: followers re-raise it, nobody logs "never retrieved"
@@ -161,15 +170,28 @@ class RouteCache:
             if self._inflight.get(topic) is mine:
                 del self._inflight[topic]
                 self._changed.pop(topic, None)
+                if not self._inflight:
+                    self._brokers_changed.clear()
 
     def _unchanged_since(self, topic: str, seq: int) -> bool:
-        return self._flushed_at <= seq and self._changed.get(topic, -1) <= seq
+        """Nothing flushed and the topic not changed since `seq` (whether a fill may be shared)."""
+        return self._flushed_at <= seq and self._changed.get(topic, (-1, -1))[0] <= seq
 
-    async def _fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | None]], since: int
-                    ) -> RouteEntry:
-        route = await fetch()
+    def _current_at(self, topic: str, route: TopicRouteData | None, seq: int, ver: int) -> bool:
+        """A route read at version `ver` (a fill begun at `seq`) is still current: nothing flushed since it began,
+        no event newer than the read changed the topic or removed a broker it names."""
+        if self._flushed_at > seq or self._changed.get(topic, (-1, -1))[1] > ver:
+            return False
+        if route is not None and self._brokers_changed:
+            return all(self._brokers_changed.get(b, -1) <= ver for b in _brokers_of(route))
+        return True
+
+    async def _fill(self, topic: str, fetch: Callable[[], Awaitable[TopicRouteData | ReadAt | None]], since: int,
+                    seen: int) -> RouteEntry:
+        got = await fetch()
+        route, at = (got.route, got.ver) if isinstance(got, ReadAt) else (got, seen)
         entry = MISSING if route is None else RouteEntry(route)
-        if self.fresh and self._unchanged_since(topic, since):
+        if self.fresh and self._current_at(topic, route, since, at):
             if route is None:
                 if not self.max_missing:
                     return entry
@@ -238,24 +260,27 @@ class RouteCache:
         self._seq += 1
         self._flushed_at = self._seq
         self._changed.clear()
+        self._brokers_changed.clear()
         self.flushes += 1
         self.feed.notify(None)
 
-    def _touch(self, topics: list[str]) -> None:
-        """These topics changed: a fill of one under way read it before, and is not kept."""
+    def _touch(self, topics: list[str], ver: int) -> None:
+        """These topics changed at event version `ver`: a fill of one under way that read an older version is
+        not kept."""
         self._seq += 1
         for t in topics:
             if t in self._inflight:
-                self._changed[t] = self._seq
+                before = self._changed.get(t, (-1, -1))[1]
+                self._changed[t] = (self._seq, max(before, ver))
 
-    def _evict(self, topics: list[str]) -> None:
+    def _evict(self, topics: list[str], ver: int) -> None:
         for t in topics:
             self._drop(t)
             self._missing.pop(t, None)
-        self._touch(topics)
+        self._touch(topics, ver)
         self.feed.notify(topics)
 
-    def _update(self, lines: list[str]) -> list[str]:
+    def _update(self, lines: list[str], ver: int) -> list[str]:
         """Apply "=topic\\tbroker\\tqueue data" lines to the cached routes; the topics to evict instead (those it
         cannot update), to be evicted with the others. The updated ones are announced to watchers here."""
         evict, updated = [], []
@@ -283,7 +308,7 @@ class RouteCache:
             self._entries[topic] = fresh
             updated.append(topic)
         if updated:
-            self._touch(updated)  # a fill under way read the old route: not cached
+            self._touch(updated, ver)  # a fill under way that read the old route: not cached
             self.updates += len(updated)
             self.feed.notify(updated)
         return evict
@@ -295,14 +320,18 @@ class RouteCache:
         except ValueError:
             self.flush()
             return
-        if rest == "*" or (self._ver_seen >= 0 and ver != self._ver_seen + 1):
+        # an event a poll got ahead of (the poll read a later version while this one was in flight): its change is
+        # in Redis already, so in what any later fill read; it may still evict, but not update or count as a gap
+        late = 0 <= ver <= self._ver_seen
+        if rest == "*" or (not late and self._ver_seen >= 0 and ver != self._ver_seen + 1):
             self.flush()
         else:
             names = rest.split("\n") if rest else []
             if "=" in rest:  # queue data changed in place
                 updates = [n for n in names if n[:1] == "="]
                 names = [n for n in names if n[:1] != "="]
-                names.extend(self._update(updates))
+                names.extend(self._update(updates, ver) if not late else
+                             [u[1:].partition("\t")[0] for u in updates])
             if "!" in rest:  # registration states: no route changes by them
                 states = [n[1:] for n in names if n[:1] == "!"]
                 for listener in self.state_listeners:
@@ -313,9 +342,11 @@ class RouteCache:
                 for n in names:
                     if n[:1] == "@":
                         topics.extend(self._by_broker.get(n[1:], ()))
+                        if self._inflight:  # a route being read may name it and not be cached yet
+                            self._brokers_changed[n[1:]] = ver
                 names = topics
             if names:
-                self._evict(names)
+                self._evict(names, ver)
         if rest == "*":
             self._schedule_config_refresh()
         self._ver_seen = max(self._ver_seen, ver)
@@ -334,13 +365,33 @@ class RouteCache:
                 log.debug("config refresh failed: %s", exc)
 
     async def poll_once(self) -> None:
-        """Safety net: compare the registry version with what the events told us."""
+        """Safety net: compare the registry version with what the events told us. A version ahead of the events
+        is not yet a miss: under writes, events are always in flight when the poll reads (and a version behind them
+        only the ones that arrived while it was out). It is one when the
+        events have not reached, by the next poll, the version the previous poll read (a lost event); meanwhile
+        only the events confirm freshness, so a silent subscription still ends in a bypass within the bound. A
+        version behind the events (a Redis that lost its data) or none seen yet: flush and start from it."""
+        before = self._ver_seen  # events arriving while the poll is out may pass the version it reads
         ver = await self._version()
-        if ver != self._ver_seen:
-            self.flush()
-            self._ver_seen = ver
-            await self._refresh_config()
+        if before < 0 or ver < before:
+            await self._adopt(ver)
+        elif ver < self._ver_seen:
+            pass  # behind only the events that arrived meanwhile
+        elif ver == self._ver_seen:
+            self._ahead = -1
+            self._confirmed_at = self._clock()
+        elif 0 <= self._ahead and self._ver_seen < self._ahead:  # the previous poll's version never arrived
+            self.missed_events += 1
+            await self._adopt(ver)
+        else:
+            self._ahead = ver
+
+    async def _adopt(self, ver: int) -> None:
+        self.flush()
+        self._ver_seen = ver
+        self._ahead = -1
         self._confirmed_at = self._clock()
+        await self._refresh_config()
 
     # ---------------------------------------------------------------- background tasks
     async def start(self) -> None:

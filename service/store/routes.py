@@ -32,6 +32,7 @@ from service.models import (
     HeartbeatResult,
     LiveBroker,
     QueueData,
+    ReadAt,
     RegisterBroker,
     RegisterBrokerResult,
     TopicRouteData,
@@ -472,20 +473,28 @@ class RouteStore(ChangeEvents):
     async def get_route(
         self, topic: str, *, support_acting_master: bool = False, order_message_enable: bool = False
     ) -> TopicRouteData | None:
+        return (await self.get_route_at(topic, support_acting_master=support_acting_master,
+                                        order_message_enable=order_message_enable)).route
+
+    async def get_route_at(
+        self, topic: str, *, support_acting_master: bool = False, order_message_enable: bool = False
+    ) -> ReadAt:
+        """The route and the registry version it reflects (read in the same script: the route cache keeps a
+        read unless an event newer than that version changed the topic meanwhile)."""
         res = await self._run("getRoute", self._keys("getRoute", topic=topic), topic,
                               _flag(support_acting_master), _flag(order_message_enable))
         if not int(res[0]):
-            return None
-        _, qflat, brokers, filters, order = res
+            return ReadAt(None, int(res[1]))
+        _, qflat, brokers, filters, order, ver = res
         # Java's hash order, as RouteInfoManager lists them (tools take "the first" broker data)
         queue_datas = hash_order((QueueData.decode(n, e) for n, e in _pairs(qflat)), lambda q: q.broker_name)
         broker_datas = hash_order((_broker_data(*b[:5]) for b in brokers), lambda b: b.broker_name, copied=True)
-        return TopicRouteData(
+        return ReadAt(TopicRouteData(
             queue_datas=queue_datas,
             broker_datas=broker_datas,
             filter_server_table={a: orjson.loads(f) for a, f in _pairs(filters)},
             order_topic_conf=order or None,
-        )
+        ), int(ver))
 
     async def cluster_info(self) -> ClusterInfo:
         brokers, clusters = await self._run("clusterInfo", self._fixed["clusterInfo"])

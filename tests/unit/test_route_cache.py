@@ -288,3 +288,168 @@ async def test_a_fill_is_dropped_only_when_its_own_topic_changed_meanwhile():
     gates["V"].set()
     await v
     assert c.lookup("V") is None  # a flush drops every fill under way
+
+
+def versioned(clock: Clock, versions: list[int], **kw) -> RouteCache:
+    """A cache whose polls read `versions` in turn (the last one repeats)."""
+    async def events(_on_subscribed):
+        if False:
+            yield ""
+
+    async def version() -> int:
+        return versions.pop(0) if len(versions) > 1 else versions[0]
+
+    return RouteCache(events, version, staleness_ms=1000, clock=clock, **kw)
+
+
+def queue_route(queues: int) -> TopicRouteData:
+    return TopicRouteData([QueueData("b", queues, queues, 6, 0)], [BrokerData("C", "b", {0: "10.0.0.1:1"})])
+
+
+async def test_a_poll_ahead_of_events_in_flight_flushes_nothing():
+    """Under writes the poll reads versions whose events are still on their way: that is no miss. (It flushed
+    every half second, and each version after the poll's counted as a gap: reads collapsed under churn.)"""
+    clock = Clock()
+    c = versioned(clock, [7, 9, 11])
+    await c.poll_once()  # adopts 7
+    await c.fill("T", lambda: fetched(queue_route(8)))
+    await c.poll_once()  # reads 9: events 8 and 9 are in flight
+    assert c.lookup("T") is not None and c.flushes == 1  # the adopting flush only
+    c.apply_event("8\n=T\tb\t4,4,6,0")
+    c.apply_event("9\nOther")
+    assert c.lookup("T").route.queue_datas[0].read_queue_nums == 4  # updated in place, still cached
+    await c.poll_once()  # reads 11; 9 (the previous poll's) arrived: still no miss
+    assert c.flushes == 1 and c.missed_events == 0
+    c.apply_event("10\nOther")
+    c.apply_event("11\nOther")
+    assert c.lookup("T") is not None
+
+
+async def test_a_version_no_event_reaches_by_the_next_poll_flushes():
+    """The last event lost (no later one shows a gap): the next-but-one poll finds it, and meanwhile polls do
+    not confirm freshness, so the cache is bypassed once the bound passes without an event."""
+    clock = Clock()
+    c = versioned(clock, [7, 8])
+    await c.poll_once()  # adopts 7
+    await c.fill("T", lambda: fetched(route()))
+    clock.t += 0.5
+    await c.poll_once()  # reads 8: maybe in flight
+    assert c.lookup("T") is not None
+    clock.t += 0.5  # a second after the last confirmation, with no event: not fresh, whatever the poll said
+    assert c.lookup("T") is None
+    await c.poll_once()  # 8 never came: a miss, flushed, adopted
+    assert c.missed_events == 1 and c.flushes == 2 and len(c) == 0
+    await c.fill("T", lambda: fetched(route()))
+    assert c.lookup("T") is not None  # confirmed again at 8
+    c.apply_event("9\nOther")  # the next event follows on without a gap
+    assert c.lookup("T") is not None and c.flushes == 2
+
+
+async def test_an_event_older_than_the_adopted_version_evicts_instead_of_updating():
+    """After a poll adopted version 9, event 8 arrives late: the route cached since reflects 8 already, so an
+    in-place update from 8 could only write older queue data over it; the topic is evicted instead."""
+    clock = Clock()
+    c = versioned(clock, [7, 9, 9, 9])
+    await c.poll_once()  # adopts 7
+    await c.poll_once()  # 9 ahead
+    await c.poll_once()  # 8 and 9 never came by now: flush, adopt 9
+    assert c.missed_events == 1
+    await c.fill("T", lambda: fetched(queue_route(8)))
+    c.apply_event("8\n=T\tb\t4,4,6,0")  # late: no gap flush, no update
+    assert c.lookup("T") is None and c.flushes == 2 and c.updates == 0
+    await c.fill("T", lambda: fetched(queue_route(8)))
+    c.apply_event("10\nOther")  # follows 9
+    assert c.lookup("T") is not None and c.flushes == 2
+
+
+async def test_a_fill_is_kept_unless_an_event_newer_than_its_read_changed_the_topic():
+    """getRoute returns the version it read at: events up to that version are in the read (whether they reached
+    this worker before or after it), only a newer one spoils it. (With one sequence number per event, a topic a
+    registration changed every few milliseconds was read from Redis by nearly every reader.)"""
+    from service.models import ReadAt
+
+    for during, kept in (([8, 9, 10], True), ([8, 9, 10, 11], False)):  # events while the read (at 10) is out
+        clock = Clock()
+        c = versioned(clock, [7])
+        await c.poll_once()
+        gate = asyncio.Event()
+
+        async def slow():
+            await gate.wait()
+            return ReadAt(queue_route(4), 10)
+
+        filling = asyncio.create_task(c.fill("T", slow))
+        await asyncio.sleep(0)
+        for v in during:
+            c.apply_event(f"{v}\n=T\tb\t4,4,6,0")  # T in flight, not cached: each one recorded as a change
+        gate.set()
+        await filling
+        assert (c.lookup("T") is not None) is kept, during
+        assert c.flushes == 1
+
+
+async def test_a_broker_removed_while_a_route_naming_it_is_read_spoils_the_read():
+    """An "@broker" event names no topics: a route read before it, naming that broker, must not be cached after
+    it (by version when the read says its version, by the start of the fill when it does not)."""
+    from service.models import ReadAt
+
+    clock = Clock()
+    c = versioned(clock, [7])
+    await c.poll_once()
+    for read in (lambda: ReadAt(route("gone"), 7), lambda: route("gone")):
+        gate = asyncio.Event()
+
+        async def slow(read=read):
+            await gate.wait()
+            return read()
+
+        filling = asyncio.create_task(c.fill("T", slow))
+        await asyncio.sleep(0)
+        c.apply_event(f"{c._ver_seen + 1}\n@gone")
+        gate.set()
+        await filling
+        assert c.lookup("T") is None
+    # a broker the route does not name spoils nothing
+    gate = asyncio.Event()
+
+    async def other():
+        await gate.wait()
+        return ReadAt(route("stays"), c._ver_seen)
+
+    filling = asyncio.create_task(c.fill("T", other))
+    await asyncio.sleep(0)
+    c.apply_event(f"{c._ver_seen + 1}\n@gone")
+    gate.set()
+    await filling
+    assert c.lookup("T") is not None
+
+
+async def test_a_poll_passed_by_events_while_it_was_out_flushes_nothing():
+    """The poll reads version 9; before its reply is handled, events 9 and 10 arrive: the version it returns is
+    behind the events, which is no Redis losing its data (that one is behind what the events had reached when the
+    poll was sent). It used to adopt 9 and flush; event 11 then counted as a gap and flushed again."""
+    clock = Clock()
+    c: RouteCache
+
+    async def events(_on_subscribed):
+        if False:
+            yield ""
+
+    polls = iter([7, 9, 5])
+
+    async def version() -> int:
+        ver = next(polls)
+        if ver == 9:
+            c.apply_event("8\nOther")
+            c.apply_event("9\nOther")
+            c.apply_event("10\nOther")
+        return ver
+
+    c = RouteCache(events, version, staleness_ms=1000, clock=clock)
+    await c.poll_once()  # adopts 7
+    await c.fill("T", lambda: fetched(route()))
+    await c.poll_once()  # 9, behind the 10 that arrived meanwhile
+    c.apply_event("11\nOther")
+    assert c.lookup("T") is not None and c.flushes == 1
+    await c.poll_once()  # 5: behind what the events had reached before it was sent: Redis lost its data
+    assert c.flushes == 2 and c._ver_seen == 5 and c.lookup("T") is None
