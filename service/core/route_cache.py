@@ -268,15 +268,21 @@ class RouteCache:
         """These topics changed at event version `ver`: a fill of one under way that read an older version is
         not kept."""
         self._seq += 1
-        for t in topics:
-            if t in self._inflight:
-                before = self._changed.get(t, (-1, -1))[1]
-                self._changed[t] = (self._seq, max(before, ver))
+        inflight = self._inflight
+        if inflight:
+            for t in topics:
+                if t in inflight:
+                    before = self._changed.get(t, (-1, -1))[1]
+                    self._changed[t] = (self._seq, max(before, ver))
 
     def _evict(self, topics: list[str], ver: int) -> None:
-        for t in topics:
-            self._drop(t)
-            self._missing.pop(t, None)
+        entries, missing = self._entries, self._missing
+        for t in topics:  # most of a big event's topics are not cached here: only look them up
+            if t in entries:
+                self._drop(t)
+        if missing:
+            for t in topics:
+                missing.pop(t, None)
         self._touch(topics, ver)
         self.feed.notify(topics)
 
@@ -284,11 +290,16 @@ class RouteCache:
         """Apply "=topic\\tbroker\\tqueue data" lines to the cached routes; the topics to evict instead (those it
         cannot update), to be evicted with the others. The updated ones are announced to watchers here."""
         evict, updated = [], []
+        entries = self._entries
         for line in lines:
-            topic, _, rest = line[1:].partition("\t")
-            broker, _, enc = rest.partition("\t")
-            entry = self._entries.get(topic)
-            route = entry.route if entry is not None else None
+            tab = line.find("\t")
+            topic = line[1:tab]
+            entry = entries.get(topic)
+            if entry is None:
+                evict.append(topic)
+                continue
+            broker, _, enc = line[tab + 1:].partition("\t")
+            route = entry.route
             at = next((i for i, q in enumerate(route.queue_datas) if q.broker_name == broker), -1) if route else -1
             if entry is None or route is None or at < 0:
                 evict.append(topic)
@@ -326,25 +337,30 @@ class RouteCache:
         if rest == "*" or (not late and self._ver_seen >= 0 and ver != self._ver_seen + 1):
             self.flush()
         else:
-            names = rest.split("\n") if rest else []
-            if "=" in rest:  # queue data changed in place
-                updates = [n for n in names if n[:1] == "="]
-                names = [n for n in names if n[:1] != "="]
+            names: list[str] = []  # topics, "=" updates, "!" states, "@" brokers: one pass sorts them
+            updates: list[str] = []
+            states: list[str] = []
+            brokers: list[str] = []
+            for n in rest.split("\n") if rest else ():
+                kind = n[:1]
+                if kind == "=":  # queue data changed in place
+                    updates.append(n)
+                elif kind == "!":  # registration states: no route changes by them
+                    states.append(n[1:])
+                elif kind == "@":  # brokers: the cached routes naming them, besides the topics named
+                    brokers.append(n[1:])
+                else:
+                    names.append(n)
+            if updates:
                 names.extend(self._update(updates, ver) if not late else
-                             [u[1:].partition("\t")[0] for u in updates])
-            if "!" in rest:  # registration states: no route changes by them
-                states = [n[1:] for n in names if n[:1] == "!"]
+                             [u[1:u.find("\t")] for u in updates])
+            if states:
                 for listener in self.state_listeners:
                     listener(None if "*" in states else states)
-                names = [n for n in names if n[:1] != "!"]
-            if "@" in rest:  # brokers: the cached routes naming them, besides the topics named
-                topics = [n for n in names if n[:1] != "@"]
-                for n in names:
-                    if n[:1] == "@":
-                        topics.extend(self._by_broker.get(n[1:], ()))
-                        if self._inflight:  # a route being read may name it and not be cached yet
-                            self._brokers_changed[n[1:]] = ver
-                names = topics
+            for b in brokers:
+                names.extend(self._by_broker.get(b, ()))
+                if self._inflight:  # a route being read may name it and not be cached yet
+                    self._brokers_changed[b] = ver
             if names:
                 self._evict(names, ver)
         if rest == "*":
