@@ -23,30 +23,35 @@ from service.remoting.bodies import _FILTER_TYPES, V3_0_11, BodyError, _data_ver
 def topic_table(table: dict) -> TopicTable | None:
     """The compact lines of a topicConfigTable every entry of which both layers accept, else None. Each count is
     absent (its default) or an int, not a bool, in range: a check written out per field, this loop being the
-    registration's hot spot."""
-    lines = []
+    registration's hot spot (the counts first; an empty attributes map costs no generator)."""
+    lines: list[str] = []
+    append = lines.append
     fullmatch = TOPIC_RE.fullmatch
     for name, conf in table.items():
-        if type(name) is not str or not name or len(name) > MAX_NAME or not fullmatch(name) or type(conf) is not dict:
-            return None  # other fields are ignored by both layers
+        if type(conf) is not dict or type(name) is not str or len(name) > MAX_NAME or not fullmatch(name):
+            return None  # (an empty name fails the full match) other fields are ignored by both layers
         get = conf.get
+        r, w, p, s = get("readQueueNums"), get("writeQueueNums"), get("perm"), get("topicSysFlag")
+        if r is None:
+            r = 16
+        if w is None:
+            w = 16
+        if p is None:
+            p = 6
+        if s is None:
+            s = 0
+        if not (type(r) is int and type(w) is int and type(p) is int and type(s) is int
+                and 0 <= r <= MAX_QUEUES and 0 <= w <= MAX_QUEUES and 0 <= p <= 15 and 0 <= s <= MAX_INT32):
+            return None
         topic_name, filter_type, order, attributes = (get("topicName"), get("topicFilterType"), get("order"),
                                                       get("attributes"))
         if (topic_name is not None and type(topic_name) is not str) \
                 or (filter_type is not None and filter_type not in _FILTER_TYPES) \
                 or (order is not None and type(order) is not bool) \
-                or (attributes is not None and (type(attributes) is not dict
-                                                or not all(type(v) is str for v in attributes.values()))):
+                or (attributes is not None and (type(attributes) is not dict or (
+                    attributes and not all(type(v) is str for v in attributes.values())))):
             return None
-        r, w, p, s = get("readQueueNums", 16), get("writeQueueNums", 16), get("perm", 6), get("topicSysFlag", 0)
-        r = 16 if r is None else r
-        w = 16 if w is None else w
-        p = 6 if p is None else p
-        s = 0 if s is None else s
-        if type(r) is not int or type(w) is not int or type(p) is not int or type(s) is not int \
-                or not (0 <= r <= MAX_QUEUES and 0 <= w <= MAX_QUEUES and 0 <= p <= 15 and 0 <= s <= MAX_INT32):
-            return None
-        lines.append(f"{name}\t{r}\t{w}\t{p}\t{s}\n")
+        append(f"{name}\t{r}\t{w}\t{p}\t{s}\n")
     return TopicTable("".join(lines), len(lines))
 
 
