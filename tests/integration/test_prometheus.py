@@ -66,6 +66,16 @@ def test_every_alert_is_unit_tested_firing_and_not_firing():
         assert any(not c["exp_alerts"] for c in mine), f"{alert.name} never expected to stay quiet"
 
 
+def test_every_alert_has_its_runbook_and_every_panel_its_description():
+    doc = (HERE.parents[1] / "docs" / "operating.md").read_text()
+    slugs = {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-")
+             for h in re.findall(r"^#+ (.*)$", doc, flags=re.MULTILINE)}
+    for alert in rules.ALERTS:
+        assert alert.anchor in slugs, f"docs/operating.md has no section #{alert.anchor} ({alert.name})"
+    for panel in dashboard.panels():
+        assert f"- *{panel.title}*: {panel.description}" in doc, f"panel {panel.title!r} is not described"
+
+
 class Prometheus:
     """`prometheus` on a free loopback port, its data in `root`, scraping `targets` every second."""
 
