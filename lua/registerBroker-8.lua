@@ -17,7 +17,7 @@
     11 deleteTopicWithBrokerRegistration "1"/"0"   12 returnOrderTopicConfigToBroker "1"/"0"
     13 single-topic guard "1"/"0" (native protocol only)
     14 filterServerList: "-" = absent (leave), otherwise a JSON list ("[]" removes)
-    15 topics: "name\tread\twrite\tperm\tsysFlag\n" repeated
+    15 topics: "name\tread,write,perm,sysFlag\n" repeated (the queue data as stored: one capture in Lua)
     16 now ms ("" = Redis TIME)
     17 connection id: the native connection this registration came on ("" = none, e.g. HTTP); a later
        close of that connection removes the broker only while this id is still the registered one

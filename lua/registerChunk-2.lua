@@ -12,7 +12,7 @@
     5 wipeWrite "1" = register the queue data with the write bit cleared (prime slave, acting master on)
     6 stage "1" = also remember the names in {P}:rs:<id> (deleteTopicWithBrokerRegistration: registerFinish
       removes the broker's topics that are not among them once every chunk is in)
-    7 topics: "name\tread\twrite\tperm\tsysFlag\n" repeated
+    7 topics: "name\tread,write,perm,sysFlag\n" repeated
   Returns:
     {1, changedTopics}
     {0}  fenced: another registration of this broker began or ended since, or the address left it (unregister,

@@ -332,16 +332,17 @@ class KvTable:
 
 @dataclass(frozen=True, slots=True)
 class TopicTable:
-    """A registration's topics in compact text, one "name\tread\twrite\tperm\tsysFlag\n" line each (names are
-    validated, so neither tab nor newline occurs in them). This is what crosses a process boundary after a large
-    body was parsed elsewhere, and what the store hands to Lua."""
+    """A registration's topics in compact text, one "name\tread,write,perm,sysFlag\n" line each: the queue data
+    already as the store keeps it, so Lua takes it as one capture (names are validated, so neither tab nor newline
+    occurs in them). This is what crosses a process boundary after a large body was parsed elsewhere, and what the
+    store hands to Lua."""
 
     lines: str
     count: int
 
     @classmethod
     def of(cls, topics: dict[str, TopicConfig]) -> TopicTable:
-        return cls("".join(f"{t}\t{c.read_queue_nums}\t{c.write_queue_nums}\t{c.perm}\t{c.topic_sys_flag}\n"
+        return cls("".join(f"{t}\t{c.read_queue_nums},{c.write_queue_nums},{c.perm},{c.topic_sys_flag}\n"
                            for t, c in topics.items()), len(topics))
 
     def names(self) -> list[str]:

@@ -51,7 +51,7 @@ def topic_table(table: dict) -> TopicTable | None:
                 or (attributes is not None and (type(attributes) is not dict or (
                     attributes and not all(type(v) is str for v in attributes.values())))):
             return None
-        append(f"{name}\t{r}\t{w}\t{p}\t{s}\n")
+        append(f"{name}\t{r},{w},{p},{s}\n")
     return TopicTable("".join(lines), len(lines))
 
 
