@@ -374,7 +374,7 @@ async def test_a_fill_is_kept_unless_an_event_newer_than_its_read_changed_the_to
         await c.poll_once()
         gate = asyncio.Event()
 
-        async def slow():
+        async def slow(gate=gate):
             await gate.wait()
             return ReadAt(queue_route(4), 10)
 
@@ -399,7 +399,7 @@ async def test_a_broker_removed_while_a_route_naming_it_is_read_spoils_the_read(
     for read in (lambda: ReadAt(route("gone"), 7), lambda: route("gone")):
         gate = asyncio.Event()
 
-        async def slow(read=read):
+        async def slow(read=read, gate=gate):
             await gate.wait()
             return read()
 
