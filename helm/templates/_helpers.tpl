@@ -211,6 +211,21 @@ NAMESRV_REDIS_PASSWORD env entry (empty when Redis has no password).
 {{- end }}
 
 {{/*
+The address each worker announces for GET /rocketmq/nsaddr, unless config.announceAddr names one: the pod's own IP
+(downward API) at the native port; in brackets when the workers bind IPv6 (config.host "::").
+*/}}
+{{- define "rmq-namesrv.announceEnv" -}}
+{{- if not .Values.config.announceAddr }}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: NAMESRV_ANNOUNCE_ADDR
+  value: {{ if contains ":" (toString .Values.config.host) }}"[$(POD_IP)]:{{ .Values.remotingPort }}"{{ else }}"$(POD_IP):{{ .Values.remotingPort }}"{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
 Cross-field checks the JSON schema cannot express.
 */}}
 {{- define "rmq-namesrv.validate" -}}

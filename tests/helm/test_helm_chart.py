@@ -43,6 +43,7 @@ PLAIN_ENVS = {s.env for s in SETTINGS if not s.secret}
 # the port from containerPort, the URL from `redis`.
 # Chart defaults that deliberately differ from the application's defaults.
 CHART_OVERRIDES = {"log_json": True}
+DOWNWARD_API = {"POD_IP"}  # worker env entries the kubelet fills in (status.podIP), read by other entries
 # Kinds not in the Kubernetes OpenAPI schemas (CRDs): skipped by kubernetes-validate, checked by hand.
 CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 FULLNAME = f"{RELEASE}-rmq-namesrv"
@@ -282,8 +283,8 @@ def test_service(render):
     svc = r.one("Service", suffix=FULLNAME)
     assert svc["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"},
                                     {"name": "remoting", "port": 9876, "targetPort": "remoting", "protocol": "TCP"}]
-    # /rocketmq/nsaddr answers the Service's native address by default: what RocketMQ clients connect to
-    assert r.configmap["NAMESRV_ADVERTISED_ADDRS"] == f"{svc['metadata']['name']}.{NAMESPACE}.svc:9876"
+    # /rocketmq/nsaddr answers the workers' announced pod addresses by default, not a fixed list
+    assert r.configmap["NAMESRV_ADVERTISED_ADDRS"] == ""
     pod_labels = r.deployment["spec"]["template"]["metadata"]["labels"]
     assert svc["spec"]["selector"].items() <= pod_labels.items()
     redis_labels = r.one("StatefulSet")["spec"]["template"]["metadata"]["labels"]
@@ -361,7 +362,7 @@ def test_configmap_keys_are_real_settings(render, values, tmp_path):
     assert not (set(data) & SECRET_ENVS)
     assert not load_settings(env=_as_mounted(data, tmp_path)).embedded, (
         "the chart must never run the workers in embedded mode")
-    extra = {e["name"] for e in r.merged["extraEnv"]}
+    extra = {e["name"] for e in r.merged["extraEnv"]} | DOWNWARD_API
     for env in r.worker.get("env", []):
         assert env["name"] in PLAIN_ENVS | SECRET_ENVS | extra, env["name"]
         if env["name"] in SECRET_ENVS:
@@ -379,18 +380,48 @@ def test_app_accepts_rendered_config(render, values, tmp_path):
     auth = r.merged["auth"]
     if auth["enabled"] and not auth["existingSecret"]:
         env |= _secret_data(r, f"{FULLNAME}-auth")
+    pod = {}  # what the kubelet fills in from the downward API, and expands as $(NAME) in later values
     for item in r.worker.get("env", []):
         ref = item.get("valueFrom", {}).get("secretKeyRef")
         if ref:
             data = _secret_data(r, ref["name"])
             if data is not None:
                 env[item["name"]] = data[ref["key"]]
+        elif item.get("valueFrom", {}).get("fieldRef"):
+            pod[item["name"]] = {"status.podIP": "10.244.1.7"}[item["valueFrom"]["fieldRef"]["fieldPath"]]
         elif "value" in item and item["name"].startswith("NAMESRV_"):
-            env[item["name"]] = item["value"]
+            env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: pod[m.group(1)], item["value"])
     settings = load_settings(env=_as_mounted(env, tmp_path))
     assert settings.port == r.merged["containerPort"]
     assert not settings.embedded
     assert settings.max_body_bytes == r.merged["config"]["maxBodyBytes"]
+
+
+def _env(r) -> dict[str, dict]:
+    return {e["name"]: e for e in r.worker.get("env", [])}
+
+
+def test_each_pod_announces_its_own_ip_for_the_address_server(render):
+    r = render()
+    env = _env(r)
+    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    names = list(env)
+    assert names.index("POD_IP") < names.index("NAMESRV_ANNOUNCE_ADDR")  # $(POD_IP) expands from earlier entries
+    assert env["NAMESRV_ANNOUNCE_ADDR"]["value"] == "$(POD_IP):9876"
+    assert "NAMESRV_ANNOUNCE_ADDR" not in r.configmap
+    assert r.configmap["NAMESRV_ANNOUNCE_LEASE_MS"] == "15000"
+    v6 = _env(render({"config": {"host": "::"}, "remotingPort": 19876}))
+    assert v6["NAMESRV_ANNOUNCE_ADDR"]["value"] == "[$(POD_IP)]:19876"
+    fixed = render({"config": {"announceAddr": "ns.example:9876", "advertisedAddrs": "lb.example:9876"}})
+    assert "POD_IP" not in _env(fixed) and "NAMESRV_ANNOUNCE_ADDR" not in _env(fixed)
+    assert fixed.configmap["NAMESRV_ANNOUNCE_ADDR"] == "ns.example:9876"
+    assert fixed.configmap["NAMESRV_ADVERTISED_ADDRS"] == "lb.example:9876"
+
+
+@pytest.mark.parametrize("addr", ["no-port", "a:1;b:2", "h:123456"])
+def test_schema_refuses_a_bad_announce_addr(chart, addr):
+    with pytest.raises(helm.HelmValuesError):
+        chart.validate_schema({"config": {"announceAddr": addr}})
 
 
 def test_auth_on_by_default_with_generated_tokens(render):
@@ -551,7 +582,8 @@ def test_redis_sentinel_mode(render):
     assert (cm["NAMESRV_REDIS_SENTINELS"], cm["NAMESRV_REDIS_MASTER_NAME"]) == ("s0:26379,s1:26379,[fd00::2]:26379",
                                                                                 "rmq")
     for container in (r.worker, _cronjob_container(r)):
-        refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container.get("env", []) if "valueFrom" in e}
+        refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container.get("env", [])
+            if "secretKeyRef" in e.get("valueFrom", {})}
         assert refs["NAMESRV_REDIS_PASSWORD"] == {"name": "data-pw", "key": "redis-password"}
         assert refs["NAMESRV_REDIS_SENTINEL_PASSWORD"] == {"name": "sentinel-pw", "key": "pw"}
     assert "--redis-url" not in _cronjob_container(r)["args"]  # the job reads the sentinels from the ConfigMap
@@ -735,6 +767,9 @@ def test_notes(render):
     r = render()
     assert FULLNAME in r.notes and "helm test" in r.notes
     assert "WARNING" in render({"auth": {"enabled": False}}).notes
+    assert f"-Drocketmq.namesrv.domain={FULLNAME}.{NAMESPACE}.svc:8080" in r.notes
+    assert "every live pod's IP at 9876" in r.notes
+    assert "answers lb.example:9876" in render({"config": {"advertisedAddrs": "lb.example:9876"}}).notes
 
 
 # --------------------------------------------------------------------------- the real application and CLI
