@@ -10,6 +10,7 @@ Every scenario ends with the structural invariants of tests/invariants.py.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -964,3 +965,34 @@ return ch.all and "*" or ch.n
         assert await changes.one() == (1, {"T1", "T2", "T3"})
         assert await store.redis.eval(script, 1, store.keys.version, 4) == "*"
         assert await changes.one() == (2, "*")
+
+
+async def test_the_store_subscription_delivers_events_with_the_quiet_push_handler(ns):
+    """change_events replaces redis-py's hiredis push handler (it formats every message for a debug line) with
+    one returning the message as is; the events still arrive, whole and in order. With the pure-Python parser
+    (fakeredis) nothing is replaced."""
+    from service.store import events as store_events
+
+    replaced = []
+    real_quiet = store_events.quiet_push_handler
+
+    def spy(pubsub):
+        replaced.append(real_quiet(pubsub))
+        return replaced[-1]
+
+    store_events.quiet_push_handler = spy
+    try:
+        subscribed = asyncio.Event()
+        stream = ns.change_events(subscribed.set)
+        first = asyncio.ensure_future(stream.__anext__())
+        await asyncio.wait_for(subscribed.wait(), 5)
+        await ns.register_broker(broker(), now=T0)
+        await ns.register_broker(broker(topics=["TestTopic", "TestTopic1"], counter=2), now=T0 + 1)
+        got = [await asyncio.wait_for(first, 5), await asyncio.wait_for(stream.__anext__(), 5)]
+        await stream.aclose()
+    finally:
+        store_events.quiet_push_handler = real_quiet
+    assert [g.split("\n")[0] for g in got] == ["1", "2"]
+    assert set(got[1].split("\n")[1:]) == {"TestTopic1", "!" + BROKER}
+    real = "FakeAsyncRedis" not in type(ns.redis).__name__
+    assert replaced == [True] if real else len(replaced) == 1  # hiredis is a dependency: real Redis uses it
