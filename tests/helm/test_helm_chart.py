@@ -416,6 +416,9 @@ def test_each_pod_announces_its_own_ip_for_the_address_server(render):
     assert "POD_IP" not in _env(fixed) and "NAMESRV_ANNOUNCE_ADDR" not in _env(fixed)
     assert fixed.configmap["NAMESRV_ANNOUNCE_ADDR"] == "ns.example:9876"
     assert fixed.configmap["NAMESRV_ADVERTISED_ADDRS"] == "lb.example:9876"
+    # controller mode keeps the Service as the controller's leader address (the first advertised address)
+    for values in ({"controller": {"enabled": True}}, {"config": {"controller": True}}):
+        assert render(values).configmap["NAMESRV_ADVERTISED_ADDRS"] == f"{FULLNAME}.{NAMESPACE}.svc:9876"
 
 
 @pytest.mark.parametrize("addr", ["no-port", "a:1;b:2", "h:123456"])
@@ -770,6 +773,8 @@ def test_notes(render):
     assert f"-Drocketmq.namesrv.domain={FULLNAME}.{NAMESPACE}.svc:8080" in r.notes
     assert "every live pod's IP at 9876" in r.notes
     assert "answers lb.example:9876" in render({"config": {"advertisedAddrs": "lb.example:9876"}}).notes
+    controller = render({"controller": {"enabled": True}}).notes
+    assert f"answers {FULLNAME}.{NAMESPACE}.svc:9876 (controller mode)" in controller
 
 
 # --------------------------------------------------------------------------- the real application and CLI
