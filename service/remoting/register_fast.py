@@ -12,6 +12,8 @@ tests/remoting/test_register_fast.py checks both give the same result on generat
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -19,11 +21,55 @@ import orjson
 from service.models import MAX_INT32, MAX_NAME, MAX_QUEUES, TOPIC_RE, RegisterBroker, TopicTable
 from service.remoting.bodies import _FILTER_TYPES, V3_0_11, BodyError, _data_version
 
+_COUNTS = itemgetter("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
+_OTHERS = itemgetter("topicName", "topicFilterType", "order", "attributes")
+_NONE = type(None)
+_FILTERS_OR_NONE = {*_FILTER_TYPES, None}
+
 
 def topic_table(table: dict) -> TopicTable | None:
-    """The compact lines of a topicConfigTable every entry of which both layers accept, else None. Each count is
-    absent (its default) or an int, not a bool, in range: a check written out per field, this loop being the
-    registration's hot spot (the counts first; an empty attributes map costs no generator)."""
+    """The compact lines of a topicConfigTable every entry of which both layers accept, else None."""
+    return _stock_shaped(table) or _each_entry(table)
+
+
+def _stock_shaped(table: dict) -> TopicTable | None:
+    """The table as stock brokers send it (every entry with all eight fields), checked column by column with
+    C-level passes (map, set, min/max) and each distinct queue-data combination formatted once: about a quarter
+    cheaper than the entry loop on 100 topics. None whenever it cannot vouch for the table (a field missing, a
+    value wrong or out of range): the entry loop then decides, so both give the same answer (the property test in
+    tests/remoting/test_register_fast.py runs both shapes)."""
+    if not table:
+        return None
+    names = list(table)
+    confs = list(table.values())
+    if set(map(type, confs)) != {dict} or max(map(len, names)) > MAX_NAME or not all(map(TOPIC_RE.fullmatch, names)):
+        return None
+    try:
+        counts = list(map(_COUNTS, confs))
+        others = list(map(_OTHERS, confs))
+    except KeyError:
+        return None
+    if set(map(type, chain.from_iterable(counts))) != {int}:  # no bool, no None (its default is the loop's)
+        return None
+    encoded = {}
+    for combo in set(counts):  # equal tuples hold equal numbers: the types were checked on every value above
+        r, w, p, s = combo
+        if not (0 <= r <= MAX_QUEUES and 0 <= w <= MAX_QUEUES and 0 <= p <= 15 and 0 <= s <= MAX_INT32):
+            return None
+        encoded[combo] = f"{r},{w},{p},{s}"
+    topic_names, filter_types, orders, attributes = zip(*others, strict=True)
+    if not (set(map(type, topic_names)) <= {str, _NONE} and set(map(type, filter_types)) <= {str, _NONE}
+            and set(filter_types) <= _FILTERS_OR_NONE
+            and set(map(type, orders)) <= {bool, _NONE} and set(map(type, attributes)) <= {dict, _NONE}):
+        return None
+    if any(attributes) and not all(type(v) is str for a in attributes if a for v in a.values()):
+        return None
+    return TopicTable("".join(map("{}\t{}\n".format, names, map(encoded.__getitem__, counts))), len(names))
+
+
+def _each_entry(table: dict) -> TopicTable | None:
+    """Entry by entry: each count absent (its default) or an int, not a bool, in range; a check written out per
+    field (the counts first; an empty attributes map costs no generator)."""
     lines: list[str] = []
     append = lines.append
     fullmatch = TOPIC_RE.fullmatch

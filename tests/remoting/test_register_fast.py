@@ -19,17 +19,20 @@ HEADER = {"clusterName": "C1", "brokerName": "b1", "brokerId": 0, "brokerAddr": 
           "haServerAddr": "10.0.0.1:10912", "zoneName": None, "enableActingMaster": False,
           "heartbeatTimeoutMillis": None}
 
-valid_configs = st.fixed_dictionaries({}, optional={
+FIELDS = {
     "readQueueNums": st.integers(0, 65_535), "writeQueueNums": st.integers(0, 65_535), "perm": st.integers(0, 15),
     "topicSysFlag": st.integers(0, 2**31 - 1), "topicName": st.text(max_size=3),
     "topicFilterType": st.sampled_from(["SINGLE_TAG", "MULTI_TAG"]), "order": st.booleans(),
-    "attributes": st.sampled_from([{}, {"+a": "b"}]), "unknownField": st.integers(-(2**40), 2**40)})
+    "attributes": st.sampled_from([{}, {"+a": "b"}])}
+# as stock brokers send them: all eight fields (register_fast checks such tables column by column)
+stock_configs = st.fixed_dictionaries(FIELDS, optional={"unknownField": st.integers(-(2**40), 2**40)})
+valid_configs = st.fixed_dictionaries({}, optional={**FIELDS, "unknownField": st.integers(-(2**40), 2**40)})
 valid_names = st.from_regex(r"[A-Za-z0-9_%|-]{1,12}", fullmatch=True)
 # one field (or the name, or the whole config) of one entry made wrong, or at a bound
 EDGES = {
     "readQueueNums": [-1, 65_535, 65_536, True, "8", 8.0, None], "writeQueueNums": [-1, 65_536, False, None],
     "perm": [-1, 15, 16, True, "6", None], "topicSysFlag": [-1, 2**31 - 1, 2**31, None],
-    "topicName": [5, None, ""], "topicFilterType": ["OTHER", 1, None], "order": [1, "true", None],
+    "topicName": [5, None, ""], "topicFilterType": ["OTHER", 1, None, []], "order": [1, "true", None],
     "attributes": [{"a": 1}, [], None],
 }
 edges = st.one_of(*(st.tuples(st.just(k), st.sampled_from(v)) for k, v in EDGES.items()),
@@ -39,7 +42,7 @@ edges = st.one_of(*(st.tuples(st.just(k), st.sampled_from(v)) for k, v in EDGES.
 
 @st.composite
 def tables(draw):
-    table = draw(st.dictionaries(valid_names, valid_configs, max_size=6))
+    table = draw(st.dictionaries(valid_names, draw(st.sampled_from([valid_configs, stock_configs])), max_size=6))
     if table and draw(st.booleans()):
         key = draw(st.sampled_from(sorted(table)))
         field, value = draw(edges)
@@ -97,3 +100,17 @@ def test_a_stock_body_takes_the_one_pass():
 @pytest.mark.parametrize("raw", [b'{"topicConfigSerializeWrapper":{"topicConfigTable":{0:{}}}}', b"x\x9c", b"[]"])
 def test_what_it_cannot_check_goes_the_general_way(raw):
     assert plain_registration(HEADER, False, 493, raw) is None
+
+
+def test_stock_shaped_tables_take_the_column_checks_and_others_the_entry_loop():
+    """The column-by-column pass vouches for a table whose entries all carry the eight fields stock brokers send,
+    and declines (the entry loop deciding) one with a field missing or a bool among the counts."""
+    from service.remoting.register_fast import _each_entry, _stock_shaped
+
+    stock = {"attributes": {}, "order": False, "perm": 6, "readQueueNums": 8, "topicFilterType": "SINGLE_TAG",
+             "topicName": "T", "topicSysFlag": 0, "writeQueueNums": 4}
+    table = {"T": stock, "U": {**stock, "perm": 7, "topicName": "U"}}
+    assert _stock_shaped(table) == _each_entry(table) and _stock_shaped(table).lines == "T\t8,4,6,0\nU\t8,4,7,0\n"
+    missing = {"T": stock, "U": {k: v for k, v in stock.items() if k != "perm"}}
+    assert _stock_shaped(missing) is None and _each_entry(missing).lines == "T\t8,4,6,0\nU\t8,4,6,0\n"
+    assert _stock_shaped({"T": {**stock, "perm": True}}) is None is _each_entry({"T": {**stock, "perm": True}})
