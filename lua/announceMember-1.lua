@@ -11,7 +11,8 @@
   Returns:
     {expiry, dropped}  the lease's new expiry (ms) and how many lapsed entries were removed
   Side effects:
-    member's score := now + lease; entries with a score <= now removed. Publishes nothing (routes unchanged).
+    member's score := now + lease; entries with a score <= now removed; the key expires when its last lease does
+    (so workers that all died leave nothing behind). Publishes nothing (routes unchanged).
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -21,4 +22,6 @@ local now = now_ms(ARGV[1])
 local expiry = now + tonumber(ARGV[3])
 local dropped = rcall("ZREMRANGEBYSCORE", K.members, "-inf", now)
 rcall("ZADD", K.members, expiry, ARGV[2])
+local last = rcall("ZRANGE", K.members, -1, -1, "WITHSCORES")
+rcall("PEXPIRE", K.members, math.max(1, tonumber(last[2]) - now))
 return { expiry, dropped }

@@ -75,6 +75,13 @@ async def test_an_announcement_drops_lapsed_entries(store):
     assert await store.redis.zrange(store.keys.members, 0, -1) == [member("10.0.0.2:9876", "alive")]
 
 
+async def test_the_key_lives_as_long_as_its_longest_lease(store):
+    m = MemberStore(store)
+    await m.announce(member("10.0.0.1:9876", "long"), 60_000, now=1_000)
+    await m.announce(member("10.0.0.2:9876", "short"), 5_000, now=2_000)
+    assert 58_000 <= await store.redis.pttl(store.keys.members) <= 59_000  # until the long lease ends
+
+
 async def test_announcer_renews_then_withdraws_for_good(store):
     m = MemberStore(store)
     ann = Announcer(m, "10.0.0.1:9876", LEASE, worker_id="w1")
