@@ -87,12 +87,15 @@ async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
     access_log = logging.getLogger("aiohttp.access") if settings.access_log else None
     app = create_app(ns)
     remoting = RemotingServer(ns, settings) if settings.remoting_port else None
-    if remoting is not None:
-        app[READINESS] = [remoting.not_listening]
-    runner = Runner(app, access_log=access_log, shutdown_timeout=settings.drain_grace_s,
-                    keepalive_timeout=settings.http_keepalive_s)
     # Embedded mode shares nothing: its /rocketmq/nsaddr answers this worker itself, without an announcement.
     announcer = None if settings.embedded else Announcer.for_settings(MemberStore(store), settings)
+    app[READINESS] = []
+    if remoting is not None:
+        app[READINESS].append(remoting.not_listening)
+    if announcer is not None:  # ready once listed: a client that asks /rocketmq/nsaddr then gets this worker
+        app[READINESS].append(announcer.not_announced)
+    runner = Runner(app, access_log=access_log, shutdown_timeout=settings.drain_grace_s,
+                    keepalive_timeout=settings.http_keepalive_s)
     try:
         async with running(ns, announcer=announcer):
             await runner.setup()

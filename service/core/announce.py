@@ -69,6 +69,7 @@ class Announcer:
         worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.entry = member(addr, worker_id)
         self.withdrawn = False
+        self.attempted = False  # the first announcement was tried (readiness waits for it)
         self._failing = False
 
     @classmethod
@@ -88,12 +89,14 @@ class Announcer:
         try:
             expiry = await self.members.announce(self.entry, self.lease_ms)
         except NamesrvError as exc:
+            self.attempted = True
             if not self._failing:
                 log.warning("announcing %s for /rocketmq/nsaddr failed: %s (it drops out of the list when its "
                             "%d ms lease runs out; retried every %.1f s)", self.addr, exc.message, self.lease_ms,
                             self.renew_interval_s)
             self._failing = True
             return None
+        self.attempted = True
         if self._failing:
             log.info("announcing %s for /rocketmq/nsaddr again", self.addr)
             self._failing = False
@@ -101,6 +104,10 @@ class Announcer:
             await self.withdraw()
             return None
         return expiry
+
+    def not_announced(self) -> str | None:
+        """Readiness: None once the first announcement was tried, so a worker is listed by the time it is ready."""
+        return None if self.attempted else "not yet announced for /rocketmq/nsaddr"
 
     async def withdraw(self) -> None:
         """Leave the list at once (graceful stop); a failure is logged: the lease then expires by itself."""

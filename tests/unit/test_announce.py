@@ -86,7 +86,9 @@ async def test_announcer_renews_then_withdraws_for_good(store):
     m = MemberStore(store)
     ann = Announcer(m, "10.0.0.1:9876", LEASE, worker_id="w1")
     assert ann.entry == "10.0.0.1:9876|w1" and ann.renew_interval_s == 5.0
+    assert ann.not_announced() is not None  # not ready before the first announcement
     assert await ann.renew() is not None
+    assert ann.not_announced() is None
     assert await live_addresses(store) == ["10.0.0.1:9876"]
     await ann.withdraw()
     assert await live_addresses(store) == []
@@ -126,6 +128,7 @@ async def test_a_renewal_redis_refuses_is_logged_and_absorbed(caplog):
     ann = Announcer(MemberStore(s), "10.0.0.1:9876", LEASE, worker_id="w1")
     server.connected = False
     assert await ann.renew() is None
+    assert ann.not_announced() is None  # tried: readiness is Redis' business (/readyz checks it), not this
     assert await ann.renew() is None
     assert sum("announcing 10.0.0.1:9876" in r.getMessage() for r in caplog.records) == 1  # once per outage
     server.connected = True
