@@ -52,8 +52,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def advertised(request: web.Request) -> str:
-    """This worker's own address as the client reached it: this host at the native remoting port (what RocketMQ
-    clients and brokers connect to), or at the HTTP port when remoting is off."""
+    """This worker's own address: `announce_addr` when set, else this host as the client reached it, at the native
+    remoting port (what RocketMQ clients and brokers connect to), or at the HTTP port when remoting is off."""
     settings = request.app[NS].base_settings
     if settings.announce_addr:
         return settings.announce_addr
