@@ -59,9 +59,10 @@ local function changes_new()
   return { seen = {}, n = 0, all = false, brokers = {}, states = {}, updates = {}, nu = 0 }
 end
 
--- Topic `t`'s route changed only in `broker_name`'s queue data, now `enc` ("r,w,perm,sysFlag"): a line
--- "=<topic>\t<brokerName>\t<enc>", with which a worker updates its cached route in place instead of reading it
--- again (service/core/route_cache.py; it evicts what it cannot update). A topic also named plainly is evicted.
+-- Topic `t`'s route changed only in `broker_name`'s queue data, now `enc` ("r,w,perm,sysFlag"): published in a line
+-- "=<brokerName>\t<enc>\t<topic>..." with the other topics of that broker and queue data, with which a worker
+-- updates its cached routes in place instead of reading them again (service/core/route_cache.py; it evicts what it
+-- cannot update). A topic also named plainly is evicted.
 local function changes_update(ch, t, broker_name, enc)
   if ch.all then return end
   if ch.updates[t] == nil then ch.nu = ch.nu + 1 end
@@ -106,7 +107,9 @@ local function changes_add_all(ch)
   ch.seen = {}
 end
 
--- Bump the registry version and publish "<ver>\n*" or "<ver>\n<t1>\n<t2>...\n@<broker>...\n!<broker>...".
+-- Bump the registry version and publish "<ver>\t2\n*" or "<ver>\t2\n<t1>\n<t2>...\n=<broker>\t<enc>\t<t3>\t<t4>...
+-- \n@<broker>...\n!<broker>..." (format 2: in-place updates grouped by broker and queue data, so that a worker
+-- checks them against its cache in one pass; service/store/events.py reads it).
 local function changes_publish(base, k_ver, ch)
   for b, _ in pairs(touched_brokers) do ch.states[b] = true end
   touched_brokers = {}
@@ -114,13 +117,23 @@ local function changes_publish(base, k_ver, ch)
   local ver = rcall("INCR", k_ver)
   local payload
   if ch.all then
-    payload = ver .. "\n*"
+    payload = ver .. "\t2\n*"
   else
-    local parts = { tostring(ver) }
+    local parts = { ver .. "\t2" }
     for t, _ in pairs(ch.seen) do parts[#parts + 1] = t end
+    local groups, order = {}, {}
     for t, u in pairs(ch.updates) do
-      if not ch.seen[t] then parts[#parts + 1] = "=" .. t .. "\t" .. u end
+      if not ch.seen[t] then
+        local g = groups[u]
+        if g == nil then
+          g = {}
+          groups[u] = g
+          order[#order + 1] = u
+        end
+        g[#g + 1] = t
+      end
     end
+    for _, u in ipairs(order) do parts[#parts + 1] = "=" .. u .. "\t" .. table.concat(groups[u], "\t") end
     for _, b in ipairs(ch.brokers) do parts[#parts + 1] = "@" .. b end
     for b, _ in pairs(ch.states) do parts[#parts + 1] = "!" .. b end
     payload = table.concat(parts, "\n")

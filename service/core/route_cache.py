@@ -7,17 +7,19 @@ smaller FIFO; every entry and every encoded byte counts against fixed bounds, so
 cannot grow a worker past a fixed memory.
 
 Correctness rules:
-- an event `<ver>\\n<topics>` evicts those topics, and a line `@<brokerName>` every cached route that names that
-  broker (a removal too large to name its topics at once: they follow in later events); a line
-  `=<topic>\\t<brokerName>\\t<queue data>` (a registration that changed only that broker's queue data of the
-  topic) updates a cached route in place, so its readers stay hits (anything it cannot update is evicted: the
-  topic not cached, the broker not in it, or its write bit flipped, which the acting-master view depends on);
-  a line `!<brokerName>`
-  (`!*`: all) evicts no route but tells `state_listeners` that broker's registration changed; `*`, a gap in
-  versions, or a resubscription flushes everything (and tells the listeners: all);
-- a fill is stored only if its topic was not evicted or updated, and nothing was flushed, while it was being
-  fetched (a sequence number per change, kept for the topics being filled), so a route read before a change can
-  never be cached after that change's event, while fills of other topics under constant churn still are;
+- an event (service/store/events.py says the format) evicts the topics it names, and a line `@<brokerName>` every
+  cached route that names that broker (a removal too large to name its topics at once: they follow in later
+  events); a line `=<brokerName>\\t<queue data>\\t<topic>...` (a registration that changed only that broker's queue
+  data of those topics) updates cached routes in place, so their readers stay hits (anything it cannot update is
+  evicted: the topic not cached, the broker not in it, or its write bit flipped, which the acting-master view
+  depends on); a line `!<brokerName>` (`!*`: all) evicts no route but tells `state_listeners` that broker's
+  registration changed; `*`, a gap in versions, a format it does not know, or a resubscription flushes everything
+  (and tells the listeners: all);
+- a fill is stored unless, while it was being fetched, something was flushed, or an event newer than the version
+  its read reflects (getRoute returns it) changed its topic or removed a broker its route names; a fill that does
+  not say its version counts as read when it began. So a route read before a change is never cached after that
+  change's event, while fills of topics changed again and again (a roll-out) and of others under constant churn
+  still are;
 - the safety net: a poll of `{P}:ver` every half staleness bound flushes on versions the events missed (a
   version the previous poll read that no event has reached since: under writes events are always in flight, so
   "ahead of the events" alone is no miss), and if neither an event nor a poll has confirmed freshness within the
@@ -36,6 +38,7 @@ from dataclasses import replace
 
 from service.core.watch import ChangeFeed
 from service.models import QueueData, ReadAt, TopicRouteData
+from service.store.events import parse_event
 
 log = logging.getLogger(__name__)
 ENTRY_OVERHEAD = 400  # bytes a cached route costs beyond its encodings (objects, dict slots), roughly
@@ -286,38 +289,39 @@ class RouteCache:
         self._touch(topics, ver)
         self.feed.notify(topics)
 
-    def _update(self, lines: list[str], ver: int) -> list[str]:
-        """Apply "=topic\\tbroker\\tqueue data" lines to the cached routes; the topics to evict instead (those it
-        cannot update), to be evicted with the others. The updated ones are announced to watchers here."""
-        evict, updated = [], []
+    def _update(self, updates: list[tuple[str, str, list[str]]], ver: int) -> list[str]:
+        """Apply in-place updates (brokerName, queue data, topics) to the cached routes; the topics to evict instead
+        (not cached here, the broker not in the route, its write bit flipped), to be evicted with the others. The
+        updated ones are announced to watchers here."""
+        evict: list[str] = []
+        updated: list[str] = []
         entries = self._entries
-        for line in lines:
-            tab = line.find("\t")
-            topic = line[1:tab]
-            entry = entries.get(topic)
-            if entry is None:
-                evict.append(topic)
-                continue
-            broker, _, enc = line[tab + 1:].partition("\t")
-            route = entry.route
-            at = next((i for i, q in enumerate(route.queue_datas) if q.broker_name == broker), -1) if route else -1
-            if entry is None or route is None or at < 0:
-                evict.append(topic)
+        for broker, enc, topics in updates:
+            hits = entries.keys() & topics  # one C-level pass: most of a registration's topics are not cached here
+            if len(hits) < len(topics):
+                evict.extend(topics if not hits else [t for t in topics if t not in hits])
+            if not hits:
                 continue
             try:
                 new = QueueData.decode(broker, enc)
             except ValueError:
-                evict.append(topic)
+                evict.extend(hits)
                 continue
-            if (new.perm & 2) != (route.queue_datas[at].perm & 2):  # writability: the acting-master view
-                evict.append(topic)
-                continue
-            datas = list(route.queue_datas)
-            datas[at] = new
-            fresh = RouteEntry(replace(route, queue_datas=datas))
-            self.bytes += fresh.size - entry.size
-            self._entries[topic] = fresh
-            updated.append(topic)
+            for topic in hits:
+                entry = entries[topic]
+                route = entry.route
+                at = next((i for i, q in enumerate(route.queue_datas) if q.broker_name == broker), -1) \
+                    if route is not None else -1
+                # writability decides the acting-master view: a flipped write bit is a new route, not an update
+                if at < 0 or (new.perm & 2) != (route.queue_datas[at].perm & 2):
+                    evict.append(topic)
+                    continue
+                datas = list(route.queue_datas)
+                datas[at] = new
+                fresh = RouteEntry(replace(route, queue_datas=datas))
+                self.bytes += fresh.size - entry.size
+                entries[topic] = fresh
+                updated.append(topic)
         if updated:
             self._touch(updated, ver)  # a fill under way that read the old route: not cached
             self.updates += len(updated)
@@ -325,45 +329,32 @@ class RouteCache:
         return evict
 
     def apply_event(self, payload: str) -> None:
-        head, _, rest = payload.partition("\n")
         try:
-            ver = int(head)
+            event = parse_event(payload)
         except ValueError:
             self.flush()
             return
+        ver = event.ver
         # an event a poll got ahead of (the poll read a later version while this one was in flight): its change is
         # in Redis already, so in what any later fill read; it may still evict, but not update or count as a gap
         late = 0 <= ver <= self._ver_seen
-        if rest == "*" or (not late and self._ver_seen >= 0 and ver != self._ver_seen + 1):
+        if event.everything or (not late and self._ver_seen >= 0 and ver != self._ver_seen + 1):
             self.flush()
         else:
-            names: list[str] = []  # topics, "=" updates, "!" states, "@" brokers: one pass sorts them
-            updates: list[str] = []
-            states: list[str] = []
-            brokers: list[str] = []
-            for n in rest.split("\n") if rest else ():
-                kind = n[:1]
-                if kind == "=":  # queue data changed in place
-                    updates.append(n)
-                elif kind == "!":  # registration states: no route changes by them
-                    states.append(n[1:])
-                elif kind == "@":  # brokers: the cached routes naming them, besides the topics named
-                    brokers.append(n[1:])
-                else:
-                    names.append(n)
-            if updates:
-                names.extend(self._update(updates, ver) if not late else
-                             [u[1:u.find("\t")] for u in updates])
-            if states:
+            names = event.topics
+            if event.updates:
+                names.extend(self._update(event.updates, ver) if not late else
+                             [t for _, _, topics in event.updates for t in topics])
+            if event.states:
                 for listener in self.state_listeners:
-                    listener(None if "*" in states else states)
-            for b in brokers:
+                    listener(None if "*" in event.states else event.states)
+            for b in event.brokers:
                 names.extend(self._by_broker.get(b, ()))
                 if self._inflight:  # a route being read may name it and not be cached yet
                     self._brokers_changed[b] = ver
             if names:
                 self._evict(names, ver)
-        if rest == "*":
+        if event.everything:
             self._schedule_config_refresh()
         self._ver_seen = max(self._ver_seen, ver)
         self._confirmed_at = self._clock()

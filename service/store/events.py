@@ -1,18 +1,71 @@
-"""The change events the route scripts publish, as a subscription that follows the deployment: on any Cluster node
-(PUBLISH reaches them all), or on the Sentinel master, given up when a sentinel announces a switch. A mixin of
-RouteStore (routes.py), which holds the clients, the keys and the Sentinel."""
+"""The change events the route scripts publish: their format (parse_event), and a subscription that follows the
+deployment: on any Cluster node (PUBLISH reaches them all), or on the Sentinel master, given up when a sentinel
+announces a switch. The subscription is a mixin of RouteStore (routes.py), which holds the clients, the keys and the
+Sentinel.
+
+An event (lua/includes/common.lua, changes_publish) is "<ver>\t2\n" then one line per change:
+  <topic>                             the topic's route changed: evict it
+  =<brokerName>\t<enc>\t<t1>\t<t2>...  these topics changed only in that broker's queue data, now <enc>
+                                      ("r,w,perm,sysFlag"): update cached routes in place (grouped by queue data,
+                                      so a worker checks a registration's topics against its cache in one C-level
+                                      pass, most of them not cached there)
+  @<brokerName>                       every route naming the broker changed (too many topics to name at once)
+  !<brokerName>                       the broker's registration state changed (no route did); "!*": every broker
+or "<ver>\t2\n*": anything may have changed. The format before (no "\t2"; "=<topic>\t<brokerName>\t<enc>" lines,
+one per topic) is still read, from workers of the version before during a rolling upgrade; a format this version
+does not know is refused (ValueError), and the route cache flushes on it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from service.errors import StoreUnavailable
 from service.store.calls import REDIS_ERRORS, translate
 
 log = logging.getLogger(__name__)
+
+
+class ChangeEvent(NamedTuple):
+    ver: int
+    everything: bool  # "*"
+    topics: list[str]
+    updates: list[tuple[str, str, list[str]]]  # (brokerName, queue data, topics)
+    brokers: list[str]  # "@"
+    states: list[str]  # "!" ("*": all)
+
+
+def parse_event(payload: str) -> ChangeEvent:
+    """One published change event (the module docstring says the format); ValueError for one it does not know."""
+    head, _, rest = payload.partition("\n")
+    ver_text, tab, fmt = head.partition("\t")
+    ver = int(ver_text)
+    if tab and fmt != "2":
+        raise ValueError(f"change event format {fmt!r} unknown to this version")
+    topics: list[str] = []
+    updates: list[tuple[str, str, list[str]]] = []
+    brokers: list[str] = []
+    states: list[str] = []
+    if rest == "*":
+        return ChangeEvent(ver, True, topics, updates, brokers, states)
+    for line in rest.split("\n") if rest else ():
+        kind = line[:1]
+        if kind == "=":
+            parts = line[1:].split("\t")
+            if tab:
+                updates.append((parts[0], parts[1], parts[2:]))
+            else:  # the format before: "=<topic>\t<brokerName>\t<enc>"
+                updates.append((parts[1], parts[2], parts[:1]))
+        elif kind == "!":
+            states.append(line[1:])
+        elif kind == "@":
+            brokers.append(line[1:])
+        else:
+            topics.append(line)
+    return ChangeEvent(ver, False, topics, updates, brokers, states)
 
 
 async def _as_is(response: Any) -> Any:
@@ -45,7 +98,7 @@ class ChangeEvents:
     _sub_cursor: int
 
     async def change_events(self, on_subscribed: Callable[[], None] | None = None) -> AsyncIterator[str]:
-        """The change events the scripts publish ("<ver>\\n*" or "<ver>\\n<topic>..."), until the connection
+        """The change events the scripts publish (the module docstring says the format), until the connection
         drops or the Sentinel master switches (then StoreUnavailable: the caller flushes and subscribes again).
         `on_subscribed` runs once the subscription is in place.
 

@@ -68,7 +68,7 @@ class Keys:
         return self.base + "sweeps"
 
     @property
-    def changes(self) -> str:  # pub/sub channel: "<ver>\n*" or "<ver>\n<topic>...\n@<brokerName>..."
+    def changes(self) -> str:  # pub/sub channel: "<ver>\t2\n*" or "<ver>\t2\n<topic>..." (store/events.py)
         return self.base + "changes"
 
     @property

@@ -20,6 +20,7 @@ import pytest
 from service.errors import BrokerNameConflict, BrokerNotFound, QueryNotFound, RegisterFailed
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig, TopicRouteData
 from service.store import RouteStore
+from service.store.events import parse_event
 from service.store.keys import ORDER_TOPIC_CONFIG, live_member
 from tests.invariants import check_invariants, jsonable
 
@@ -142,8 +143,10 @@ class Changes:
             assert msg is not None, "sentinel never arrived"
             if msg["data"] == sentinel:
                 return out
-            ver, _, rest = msg["data"].partition("\n")
-            out.append((int(ver), "*" if rest == "*" else set(rest.split("\n"))))
+            ev = parse_event(msg["data"])
+            named = {*ev.topics, *(f"={t}" for _, _, ts in ev.updates for t in ts), *("@" + b for b in ev.brokers),
+                     *("!" + b for b in ev.states)}
+            out.append((ev.ver, "*" if ev.everything else named))
         raise AssertionError("too many messages")
 
     async def one(self) -> tuple[int, set[str] | str]:
@@ -992,7 +995,8 @@ async def test_the_store_subscription_delivers_events_with_the_quiet_push_handle
         await stream.aclose()
     finally:
         store_events.quiet_push_handler = real_quiet
-    assert [g.split("\n")[0] for g in got] == ["1", "2"]
-    assert set(got[1].split("\n")[1:]) == {"TestTopic1", "!" + BROKER}
+    events = [parse_event(g) for g in got]
+    assert [e.ver for e in events] == [1, 2]
+    assert events[1].topics == ["TestTopic1"] and events[1].states == [BROKER]
     real = "FakeAsyncRedis" not in type(ns.redis).__name__
     assert replaced == [True] if real else len(replaced) == 1  # hiredis is a dependency: real Redis uses it

@@ -19,6 +19,7 @@ from service.config import load_settings
 from service.errors import StoreUnavailable
 from service.models import DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore, SnapshotStore, connect_store
+from service.store.events import parse_event
 from service.store.routes import ReplicationUnconfirmed
 from service.store.snapshot_reader import RedisSpec, SnapshotReader
 from tests.conftest import need
@@ -200,8 +201,10 @@ async def _async(value):
 
 
 def _names(event: str, topic: str) -> bool:
-    """The change event names `topic` (besides "!broker" lines, which tell whose registration state changed)."""
-    return topic in event.split("\n")[1:]
+    """The change event names `topic`, to evict or to update in place (besides "!broker" lines, which tell whose
+    registration state changed)."""
+    ev = parse_event(event)
+    return topic in ev.topics or any(topic in ts for _, _, ts in ev.updates)
 
 
 async def _ok(coro) -> bool:

@@ -231,8 +231,8 @@ async def test_a_broker_event_evicts_the_cached_routes_naming_that_broker_and_wa
 
 
 async def test_a_queue_data_change_updates_the_cached_route_in_place():
-    """`=<topic>\\t<broker>\\t<queue data>`: the cached route gets the broker's new queue data (a hit, encodings
-    made again), its watchers wake; what cannot be updated is evicted instead."""
+    """`=<broker>\\t<queue data>\\t<topics>`: the cached routes get the broker's new queue data (a hit, encodings
+    made again), their watchers wake; what cannot be updated is evicted instead."""
     clock = Clock()
     c = cache(clock)
     await c.poll_once()
@@ -243,7 +243,7 @@ async def test_a_queue_data_change_updates_the_cached_route_in_place():
     await c.fill("Other", lambda: fetched(route("a")))
     await c.fill("Flip", lambda: fetched(route("b")))
     watch = c.feed.open(("T",), "1.2.3.4", 10, 10)
-    c.apply_event("8\n=T\tb\t4,4,6,0\n=NotCached\tb\t4,4,6,0\n=Other\tb\t4,4,6,0\n=Flip\tb\t4,4,4,0")
+    c.apply_event("8\t2\n=b\t4,4,6,0\tT\tNotCached\tOther\n=b\t4,4,4,0\tFlip")
     hit = c.lookup("T")
     assert hit is not None and hit is not entry and hit.encoded == {}
     assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in hit.route.queue_datas] == \
@@ -355,7 +355,7 @@ async def test_an_event_older_than_the_adopted_version_evicts_instead_of_updatin
     await c.poll_once()  # 8 and 9 never came by now: flush, adopt 9
     assert c.missed_events == 1
     await c.fill("T", lambda: fetched(queue_route(8)))
-    c.apply_event("8\n=T\tb\t4,4,6,0")  # late: no gap flush, no update
+    c.apply_event("8\t2\n=b\t4,4,6,0\tT")  # late: no gap flush, no update
     assert c.lookup("T") is None and c.flushes == 2 and c.updates == 0
     await c.fill("T", lambda: fetched(queue_route(8)))
     c.apply_event("10\nOther")  # follows 9
@@ -381,7 +381,7 @@ async def test_a_fill_is_kept_unless_an_event_newer_than_its_read_changed_the_to
         filling = asyncio.create_task(c.fill("T", slow))
         await asyncio.sleep(0)
         for v in during:
-            c.apply_event(f"{v}\n=T\tb\t4,4,6,0")  # T in flight, not cached: each one recorded as a change
+            c.apply_event(f"{v}\t2\n=b\t4,4,6,0\tT")  # T in flight, not cached: each one recorded as a change
         gate.set()
         await filling
         assert (c.lookup("T") is not None) is kept, during
@@ -453,3 +453,21 @@ async def test_a_poll_passed_by_events_while_it_was_out_flushes_nothing():
     assert c.lookup("T") is not None and c.flushes == 1
     await c.poll_once()  # 5: behind what the events had reached before it was sent: Redis lost its data
     assert c.flushes == 2 and c._ver_seen == 5 and c.lookup("T") is None
+
+
+async def test_the_format_before_is_read_and_an_unknown_one_flushes():
+    """During a rolling upgrade the scripts of the version before publish one "=<topic>\\t<broker>\\t<queue data>"
+    line per topic: read as before. A format this version does not know ("<ver>\\t3") flushes everything (never a
+    silent misreading that leaves routes stale)."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    both = TopicRouteData([QueueData("a", 8, 8, 6, 0), QueueData("b", 8, 8, 6, 0)],
+                          [BrokerData("C", "a", {0: "10.0.0.1:1"}), BrokerData("C", "b", {0: "10.0.0.2:1"})])
+    await c.fill("T", lambda: fetched(both))
+    await c.fill("Other", lambda: fetched(route("a")))
+    c.apply_event("8\n=T\tb\t4,4,6,0\n=Other\tb\t4,4,6,0\n!b")
+    assert c.lookup("T").route.queue_datas[1].read_queue_nums == 4 and c.lookup("Other") is None
+    assert c.updates == 1 and c.flushes == 1
+    c.apply_event("9\t3\nwhatever")
+    assert c.flushes == 2 and c.lookup("T") is None
