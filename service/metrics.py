@@ -54,6 +54,8 @@ class Metrics:
         self.snapshots = Counter("namesrv_snapshots_total", "snapshots taken by this worker", registry=r)
         self.watches = WatchStats()
         r.register(self.watches)
+        self.writes = WriteShortcuts()
+        r.register(self.writes)
 
     def heartbeat(self, known: bool) -> None:
         (self._hb_known if known else self._hb_unknown).inc()
@@ -64,7 +66,10 @@ class Metrics:
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http.observe(route, method, status, seconds)
 
-    def render(self, cache: RouteCache | None = None) -> bytes:
+    def render(self, cache: RouteCache | None = None, ns: Any = None) -> bytes:
+        """The exposition; `ns` (the NameServer) adds its batched liveness and memory answers."""
+        if ns is not None:
+            self.writes.ns = ns
         if cache is not None:
             self.cache_hits.set(cache.hits)
             self.cache_misses.set(cache.misses)
@@ -243,6 +248,36 @@ class RequestStats(CountsAndLatency):
         yield errors_family("namesrv_http_errors", "HTTP error replies by error code (STORE_UNAVAILABLE, "
                             "UNAUTHORIZED, ...)", self.errors)
         yield GaugeMetricFamily("namesrv_http_in_flight", "HTTP requests being handled now", value=self.in_flight)
+
+
+class WriteShortcuts:
+    """What the write path answers without a Redis call per request (issue 33): heartbeats acknowledged in memory
+    and written in batches (service/core/liveness.py), unchanged registrations answered from memory
+    (service/core/unchanged.py), and the route cache's in-place updates, flushes and missed events."""
+
+    def __init__(self) -> None:
+        self.ns: Any = None
+
+    def collect(self) -> Iterator[Metric]:
+        ns = self.ns
+        live = ns.liveness if ns is not None else None
+        routes = ns.routes if ns is not None else None
+        yield GaugeMetricFamily("namesrv_heartbeats_pending", "heartbeats acknowledged and not yet written to Redis "
+                                "(written every heartbeat_flush_ms)", value=len(live) if live is not None else 0)
+        yield CounterMetricFamily("namesrv_heartbeats_flushed", "broker liveness entries written to Redis by the "
+                                  "batched heartbeat writer", value=live.written if live is not None else 0)
+        yield CounterMetricFamily("namesrv_heartbeat_flush_failures", "batched liveness writes that failed (kept "
+                                  "pending and retried)", value=live.failures if live is not None else 0)
+        yield CounterMetricFamily("namesrv_registrations_answered_from_memory", "unchanged registrations this "
+                                  "worker answered without Redis", value=ns.unchanged.hits if ns is not None else 0)
+        yield CounterMetricFamily("namesrv_route_cache_updates", "cached routes updated in place by change events",
+                                  value=routes.updates if routes is not None else 0)
+        yield CounterMetricFamily("namesrv_route_cache_flushes", "whole route-cache flushes (a '*' event, a version "
+                                  "gap, a resubscription, a missed event)",
+                                  value=routes.flushes if routes is not None else 0)
+        yield CounterMetricFamily("namesrv_route_cache_missed_events", "change events the version poll found "
+                                  "missing (each one flushed the cache)",
+                                  value=routes.missed_events if routes is not None else 0)
 
 
 class WatchStats:

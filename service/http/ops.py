@@ -47,7 +47,7 @@ async def metrics(request: web.Request) -> web.Response:
     (one Redis round trip per scrape, bounded at 1 s)."""
     ns = request.app[NS]
     await not_ready(request.app)
-    return web.Response(body=ns.metrics.render(ns.routes),
+    return web.Response(body=ns.metrics.render(ns.routes, ns),
                         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 

@@ -143,3 +143,39 @@ async def test_other_bytes_than_the_connections_last_go_straight_to_a_full_regis
     reply = await c.request(codes.REGISTER_BROKER, register_ext(), register_body(counter=2))
     assert reply.code == SUCCESS and calls == ["registerBroker"]
     assert door.ns.metrics.registrations.labels(result="unchanged")._value.get() == 1
+
+
+def metric(text: str, name: str) -> float:
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.split(" ")[0] == name]
+    assert len(values) == 1, (name, values)
+    return values[0]
+
+
+async def test_metrics_say_what_was_answered_from_memory_and_what_the_batches_wrote(make_door):
+    """/metrics of the worker: registrations answered from memory, heartbeats pending and flushed, in-place route
+    updates, read back from the exposition (not from the objects)."""
+    a, b = await two_workers(make_door)
+    c = await a.client()
+    await registered(c)
+    await registered(c)  # confirmed by the store
+    for _ in range(2):
+        await registered(c)  # from memory
+    text = await (await a.http.get("/metrics")).text()
+    assert metric(text, "namesrv_registrations_answered_from_memory_total") == 2
+    assert metric(text, "namesrv_heartbeats_pending") == 1 and metric(text, "namesrv_heartbeats_flushed_total") == 0
+    await a.ns.liveness.flush()
+    text = await (await a.http.get("/metrics")).text()
+    assert metric(text, "namesrv_heartbeats_pending") == 0 and metric(text, "namesrv_heartbeats_flushed_total") == 1
+    assert metric(text, "namesrv_heartbeat_flush_failures_total") == 0
+    # worker B caches the route, then a registration through A changes only this broker's queue counts
+    assert (await b.http.get("/v1/topics/TopicA/route")).status == 200
+    before = metric(await (await b.http.get("/metrics")).text(), "namesrv_route_cache_updates_total")
+    reply = await c.request(codes.REGISTER_BROKER, register_ext(), register_body({"TopicA": 2, "TopicB": 4}, counter=9))
+    assert reply.code == SUCCESS, reply.remark
+
+    async def updated() -> bool:
+        return metric(await (await b.http.get("/metrics")).text(), "namesrv_route_cache_updates_total") > before
+
+    await until(updated, "worker B never updated its cached route in place")
+    text = await (await b.http.get("/metrics")).text()
+    assert metric(text, "namesrv_route_cache_missed_events_total") == 0
