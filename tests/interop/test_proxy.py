@@ -111,8 +111,12 @@ def test_java_and_python_grpc_clients_send_and_receive_every_message(deployment:
             return (java.received("push") >= acked and java.received("simple") >= acked
                     and received_by_python(consumer) >= acked)
 
-        rmq.wait_until(lambda: all_received() or consumer.proc.poll() is not None, 120,
-                       "every acknowledged message received by every group")
+        try:
+            rmq.wait_until(lambda: all_received() or consumer.proc.poll() is not None, 120,
+                           "every acknowledged message received by every group")
+        except TimeoutError:
+            _progress(deployment, py.consumer[3], "g_grpc_simple", "g_grpc_push")
+            raise
         assert consumer.proc.poll() is None, consumer.output()[-3000:]
         assert consumer.interrupt() == 0, consumer.output()[-3000:]  # Ctrl-C, as the README says
         java.stop()
@@ -222,6 +226,7 @@ def test_a_missing_topic_gives_the_clients_the_error_apaches_namesrv_gives(deplo
         for r in pys:
             r.kill()
 
+    print("gRPC (Java):", probes, "Python:", [r.output()[-300:] for r in pys], "remoting:", r_fails, sep="\n")
     for op in ("send", "simple"):
         ours, apache = probes[(ours_proxy.grpc, op)], probes[(apache_proxy.grpc, op)]
         assert ours == apache, op
@@ -240,3 +245,10 @@ def test_a_missing_topic_gives_the_clients_the_error_apaches_namesrv_gives(deplo
     answers = [native(p.remoting_port, 105, {"topic": missing}) for p in proxies]
     assert [(a.code, a.remark) for a in answers] == [(answers[1].code, answers[1].remark)] * 2
     assert answers[0].code == 17, (answers[0].code, answers[0].remark)  # TOPIC_NOT_EXIST
+
+
+def _progress(deployment: Deployment, *groups: str) -> None:
+    """On a failure: what the brokers say of each group's progress (mqadmin consumerProgress), for the log."""
+    outs = deployment.clients.mqadmin([["consumerProgress", "-n", deployment.ours.addr(), "-g", g] for g in groups])
+    for g, out in zip(groups, outs, strict=True):
+        print(f"consumerProgress {g}:\n{out}")
