@@ -34,7 +34,6 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from dataclasses import replace
 
 from service.core.watch import ChangeFeed
 from service.models import QueueData, ReadAt, TopicRouteData
@@ -310,15 +309,26 @@ class RouteCache:
             for topic in hits:
                 entry = entries[topic]
                 route = entry.route
-                at = next((i for i, q in enumerate(route.queue_datas) if q.broker_name == broker), -1) \
-                    if route is not None else -1
-                # writability decides the acting-master view: a flipped write bit is a new route, not an update
-                if at < 0 or (new.perm & 2) != (route.queue_datas[at].perm & 2):
+                datas = route.queue_datas if route is not None else []
+                at = -1
+                for i, q in enumerate(datas):
+                    if q.broker_name == broker:
+                        at = i
+                        break
+                if at < 0:
                     evict.append(topic)
                     continue
-                datas = list(route.queue_datas)
+                old = datas[at]
+                if old == new:  # the route already says so (its read came after the change): keep its encodings
+                    updated.append(topic)
+                    continue
+                if (new.perm & 2) != (old.perm & 2):  # writability: the acting-master view may change with it
+                    evict.append(topic)
+                    continue
+                datas = datas.copy()
                 datas[at] = new
-                fresh = RouteEntry(replace(route, queue_datas=datas))
+                fresh = RouteEntry(TopicRouteData(datas, route.broker_datas, route.filter_server_table,
+                                                  route.order_topic_conf))
                 self.bytes += fresh.size - entry.size
                 entries[topic] = fresh
                 updated.append(topic)

@@ -471,3 +471,19 @@ async def test_the_format_before_is_read_and_an_unknown_one_flushes():
     assert c.updates == 1 and c.flushes == 1
     c.apply_event("9\t3\nwhatever")
     assert c.flushes == 2 and c.lookup("T") is None
+
+
+async def test_an_update_the_cached_route_already_shows_keeps_its_encodings():
+    """A route read after a change, then that change's event: the cached route already has the queue data, so the
+    entry and its encoded bytes stay (no re-encoding for every reader); watchers are still told."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    entry = await c.fill("T", lambda: fetched(queue_route(4)))
+    c.encoding("T", entry, "json", lambda r: b"bytes")
+    watch = c.feed.open(("T",), "1.2.3.4", 10, 10)
+    c.apply_event("8\t2\n=b\t4,4,6,0\tT")
+    assert c.lookup("T") is entry and entry.encoded == {"json": b"bytes"} and watch.take() == ["T"]
+    c.apply_event("9\t2\n=b\t8,8,6,0\tT")
+    assert c.lookup("T") is not entry and c.lookup("T").route.queue_datas[0].read_queue_nums == 8
+    c.feed.close(watch)
