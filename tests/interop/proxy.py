@@ -85,21 +85,14 @@ class Proxy(rmq.JavaProc):
 
 
 @dataclass
-class GrpcRun:
-    """The Java gRPC program's run (tests/interop/java/grpc5: GrpcClients), its lines parsed."""
+class GrpcRun(rmq.ClientRun):
+    """The Java gRPC program's run (tests/interop/java/grpc5: GrpcClients), its lines parsed; lines, failures and
+    stop (a "stop" line on its stdin) as the remoting programs'."""
 
-    proc: rmq.JavaProc
-
-    def lines(self, tag: str) -> list[list[str]]:
-        return [ln.split(" ") for ln in self.proc.output().splitlines() if ln.startswith(tag + " ")]
-
-    def acked(self) -> set[str]:
+    def acked(self) -> set[str]:  # type: ignore[override]
         return {p[1] for p in self.lines("OK")}
 
-    def failures(self) -> list[str]:
-        return [" ".join(p[1:]) for p in self.lines("FAIL")]
-
-    def received(self, consumer: str) -> set[str]:
+    def received(self, consumer: str) -> set[str]:  # type: ignore[override]
         """Keys delivered to the `push` or `simple` consumer (redeliveries included once)."""
         return {p[2] for p in self.lines("RECV") if p[1] == consumer}
 
@@ -123,21 +116,8 @@ class GrpcRun:
         return self
 
     def wait_done(self, timeout: float = 60) -> GrpcRun:
-        rmq.wait_until(lambda: self.done() or not self.proc.alive, timeout, f"{self.proc.name} finished")
-        if not self.done():
-            raise RuntimeError(f"{self.proc.name} died: {self.proc.tail()}")
-        self.proc.wait_stopped(30)
+        super().wait_done(timeout)
         return self
-
-    def stop(self, timeout: float = 60) -> GrpcRun:
-        if self.proc.alive:
-            try:
-                self.proc.proc.stdin.write(b"stop\n")
-                self.proc.proc.stdin.flush()
-                self.proc.proc.stdin.close()
-            except OSError:
-                pass
-        return self.wait_done(timeout)
 
 
 def grpc_clients(root: Path, name: str, **args: object) -> GrpcRun:

@@ -21,6 +21,11 @@ def route(name: str = "b") -> TopicRouteData:
     return TopicRouteData([QueueData(name, 8, 8, 6, 0)], [BrokerData("C", name, {0: "10.0.0.1:1"})])
 
 
+def two_brokers(a: str, a_addr: str, b: str, b_addr: str) -> TopicRouteData:
+    return TopicRouteData([QueueData(a, 8, 8, 6, 0), QueueData(b, 8, 8, 6, 0)],
+                          [BrokerData("C", a, {0: a_addr}), BrokerData("C", b, {0: b_addr})])
+
+
 def cache(clock: Clock, **kw) -> RouteCache:
     async def events(_on_subscribed):
         if False:
@@ -208,8 +213,7 @@ async def test_a_broker_event_evicts_the_cached_routes_naming_that_broker_and_wa
     clock = Clock()
     c = cache(clock)
     await c.poll_once()
-    both = TopicRouteData([QueueData("big", 8, 8, 6, 0), QueueData("b", 8, 8, 6, 0)],
-                          [BrokerData("C", "big", {0: "10.0.0.9:1"}), BrokerData("C", "b", {0: "10.0.0.1:1"})])
+    both = two_brokers("big", "10.0.0.9:1", "b", "10.0.0.1:1")
     await c.fill("Shared", lambda: fetched(both))
     await c.fill("Own", lambda: fetched(route("big")))
     await c.fill("Other", lambda: fetched(route("b")))
@@ -236,8 +240,7 @@ async def test_a_queue_data_change_updates_the_cached_route_in_place():
     clock = Clock()
     c = cache(clock)
     await c.poll_once()
-    both = TopicRouteData([QueueData("a", 8, 8, 6, 0), QueueData("b", 8, 8, 6, 0)],
-                          [BrokerData("C", "a", {0: "10.0.0.1:1"}), BrokerData("C", "b", {0: "10.0.0.2:1"})])
+    both = two_brokers("a", "10.0.0.1:1", "b", "10.0.0.2:1")
     entry = await c.fill("T", lambda: fetched(both))
     c.encoding("T", entry, "json", lambda r: b"old bytes")
     await c.fill("Other", lambda: fetched(route("a")))
@@ -462,8 +465,7 @@ async def test_the_format_before_is_read_and_an_unknown_one_flushes():
     clock = Clock()
     c = cache(clock)
     await c.poll_once()
-    both = TopicRouteData([QueueData("a", 8, 8, 6, 0), QueueData("b", 8, 8, 6, 0)],
-                          [BrokerData("C", "a", {0: "10.0.0.1:1"}), BrokerData("C", "b", {0: "10.0.0.2:1"})])
+    both = two_brokers("a", "10.0.0.1:1", "b", "10.0.0.2:1")
     await c.fill("T", lambda: fetched(both))
     await c.fill("Other", lambda: fetched(route("a")))
     c.apply_event("8\n=T\tb\t4,4,6,0\n=Other\tb\t4,4,6,0\n!b")
