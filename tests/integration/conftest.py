@@ -49,6 +49,17 @@ class Namesrv:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")[-4000:]
 
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        """The exit status of a worker already sent its signal, without signalling it again (a second SIGTERM that
+        lands while the event loop closes meets Python's default handler: -15)."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)

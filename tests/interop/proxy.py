@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shlex
 import signal
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.interop import rocketmq as rmq
-from tests.redis_server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -36,6 +36,27 @@ def built() -> bool:
     return all((rmq.JAVA_DIR / m / "target" / "classpath.txt").is_file() for m in MODULES)
 
 
+def listen_port_outside_ephemeral_range() -> int:
+    """A port free on every interface and below the kernel's ephemeral range. The Proxy binds 0.0.0.0: a port
+    tests.redis_server.free_port() picks (an ephemeral one) may meanwhile be the local port of some outgoing
+    connection (brokers, clients, Redis pools all make them), and the Proxy then dies with "Address already in
+    use" (seen in CI)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10_000, max(low, 10_001))
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in 10000..{low - 1}")
+
+
 class Proxy(rmq.JavaProc):
     """ProxyStartup -pm cluster with a generated rmq-proxy.json: routes from `namesrv` only (codes 105 and 106),
     gRPC and remoting ports of its own. It binds every interface (no setting narrows that); `remotingAccessAddr` is
@@ -44,7 +65,10 @@ class Proxy(rmq.JavaProc):
     used (default 20 s), so a NameServer killed mid-run is met within the run."""
 
     def __init__(self, root: Path, label: str, namesrv: str, cluster: str, **config: object) -> None:
-        self.grpc_port, self.remoting_port = free_port(), free_port()
+        self.grpc_port = listen_port_outside_ephemeral_range()
+        self.remoting_port = self.grpc_port
+        while self.remoting_port == self.grpc_port:
+            self.remoting_port = listen_port_outside_ephemeral_range()
         self.label = label
         home = root / f"proxy-{label}"
         home.mkdir(parents=True, exist_ok=True)

@@ -184,7 +184,7 @@ def test_broker_and_client_find_every_worker_by_the_address_server_and_drop_a_st
     stopped.proc.send_signal(signal.SIGTERM)
     rmq.wait_until(lambda: nsaddr(ours.url(0)) == remaining, 10, "the stopped worker left /rocketmq/nsaddr",
                    interval=0.05)
-    assert stopped.stop() == 0
+    assert stopped.wait_exit() == 0
     rmq.wait_until(lambda: f"new: {remaining}" in broker.output(), 30, "the broker fetched the two remaining workers")
     listener = CountingListener(stopped.remoting_port)
     try:
@@ -223,7 +223,7 @@ def test_broker_and_client_find_every_worker_by_the_address_server_and_drop_a_st
     rmq.wait_until(lambda: nsaddr(ours.url(0)) == remaining, 10, "the stopped worker left /rocketmq/nsaddr",
                    interval=0.05)
     withdrawn_ms = time.time() * 1000
-    assert stopped.stop() == 0
+    assert stopped.wait_exit() == 0
 
     # its own scheduled fetch replaces the list: the one 10 s after start, or, had the stop come later than
     # that, the one 2 minutes after it (the wait is bounded by whichever applies)
