@@ -171,7 +171,7 @@ def readme_python() -> ReadmePython:
     """The README's shell block that installs rocketmq-python-client: its `pip install`, `export` and
     `python examples/python/…` lines (comments dropped, words split as a shell would)."""
     text = README.read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    blocks = re.findall(r"```bash[^\n]*\n(.*?)```", text, flags=re.S)
     block = next(b for b in blocks if "pip install rocketmq-python-client" in b)
     install: list[str] = []
     env: dict[str, str] = {}
