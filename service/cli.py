@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from service import __version__
-from service.cmdline import add_common, settings_from
+from service.cmdline import CommandParser, add_common, settings_from
 from service.config import ConfigError
 from service.errors import NamesrvError
 from service.logs import setup_logging
@@ -21,7 +21,8 @@ __all__ = ["add_common", "build_parser", "main", "settings_from"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="namesrv", description="RocketMQ NameServer: routes in Redis, "
+    """Every command's parser is a CommandParser (sub-parsers take their parent's class): one argument policy."""
+    parser = CommandParser(prog="namesrv", description="RocketMQ NameServer: routes in Redis, "
                                      "stateless workers, HTTP API")
     parser.add_argument("--version", action="version", version=f"rmq-namesrv {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -7,8 +7,73 @@ Below both the CLI and service/skew/, so the skew package never imports the CLI 
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from service.config import Settings, load_settings
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The one argument policy of every `namesrv` command and sub-command (their sub-parsers are built from this
+    class too): no abbreviations (`--remoting` is not `--remoting-port`, `--token x` is not `--token-file x`), an
+    unknown option or command is refused by the parser it was given to, with that parser's own usage and a "did you
+    mean" from its own options or commands, and every argument error exits 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self._seen: list[str] = []
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse's, but what this parser (or a sub-command's) cannot place is an error here, not text handed
+        up to the top-level parser, which would print its own usage for a sub-command's mistake."""
+        self._seen = list(sys.argv[1:] if args is None else args)
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(self._unrecognized(extras))
+        return namespace, extras
+
+    def _unrecognized(self, extras: list[str]) -> str:
+        option = next((a for a in extras if a.startswith("-") and a != "-"), None)
+        if option is None:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        return f"unrecognized option {option.split('=', 1)[0]}{self._suggest(option, self._option_string_actions)}"
+
+    @staticmethod
+    def _suggest(word: str, known: Any) -> str:
+        close = difflib.get_close_matches(word.split("=", 1)[0], [k for k in known if k != "-h"], n=1, cutoff=0.6)
+        return f" (did you mean {close[0]}?)" if close else ""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A mistyped command or choice: name it, suggest the nearest, list the rest."""
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(str(c) for c in action.choices)
+            hint = self._suggest(str(value), action.choices).replace(" (", ", ").rstrip(")")
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {choices})")
+
+    def error(self, message: str) -> NoReturn:
+        """An option this parser does not know, given before the command or value it then choked on (`admin --token
+        x` fails on the command `x`), is the mistake to name."""
+        option = self._unknown_option_before_positionals()
+        if option is not None and "unrecognized" not in message:
+            message = f"unrecognized option {option}{self._suggest(option, self._option_string_actions)}"
+        super().error(message)
+
+    def _unknown_option_before_positionals(self) -> str | None:
+        args = iter(self._seen)
+        for arg in args:
+            if arg == "--" or not arg.startswith("-") or arg == "-":
+                return None
+            name = arg.split("=", 1)[0]
+            action = self._option_string_actions.get(name)
+            if action is None:
+                return name
+            if "=" not in arg and action.nargs != 0:
+                next(args, None)  # the option's value
+        return None
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

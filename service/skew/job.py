@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.cmdline import add_common
+from service.cmdline import CommandParser, add_common
 from service.config import ConfigError
 from service.errors import StoreUnavailable
 from service.skew import outputs
@@ -511,7 +511,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="namesrv skew-report", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="namesrv skew-report", description=__doc__.splitlines()[0])
     add_common(parser)
     return add_arguments(parser)
 
