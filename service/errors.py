@@ -47,6 +47,17 @@ def _rebuild(cls: type[NamesrvError], message: str, details: dict[str, Any]) -> 
     return cls(message, **details)
 
 
+def error_class(code: str) -> type[NamesrvError] | None:
+    """The error class a stable code names (a reply carries the code, not the class), among those imported."""
+    pending: list[type[NamesrvError]] = [NamesrvError]
+    while pending:
+        cls = pending.pop()
+        if cls.code == code:
+            return cls
+        pending.extend(cls.__subclasses__())
+    return None
+
+
 # --- the request is wrong
 
 

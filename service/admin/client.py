@@ -8,7 +8,9 @@ unavailable), 4 refused (auth, role, conflict, a switch, or the operator said no
 
 from __future__ import annotations
 
+import http.client
 import itertools
+import re
 import socket
 import ssl
 import time
@@ -20,11 +22,11 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
-from service import __version__
+from service import __version__, errors
 from service.config import canonical_name
 from service.remoting import codes, fastjson
 from service.remoting.bodies import format_properties, parse_properties
-from service.remoting.codec import FrameDecoder, RemotingCommand, encode, is_response
+from service.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode, is_response
 from service.remoting.signature import SIGNED_AT, sign
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED = 0, 1, 2, 3, 4
@@ -41,8 +43,19 @@ class AdminError(Exception):
         self.code = code
 
 
+# What each kind of the server's errors means to a script, whichever door carried it (docs/operating.md).
+EXIT_OF_ERROR: dict[type[errors.NamesrvError], int] = {
+    errors.NamesrvError: EXIT_UNREACHABLE,  # the server failed: as HTTP 500
+    errors.Unavailable: EXIT_UNREACHABLE, errors.InvalidArgument: EXIT_USAGE, errors.Unsupported: EXIT_USAGE,
+    errors.TopicNotExist: EXIT_NOT_FOUND, errors.QueryNotFound: EXIT_NOT_FOUND, errors.BrokerNotFound: EXIT_NOT_FOUND,
+    errors.Unauthorized: EXIT_REFUSED, errors.Forbidden: EXIT_REFUSED, errors.Disabled: EXIT_REFUSED,
+    errors.Conflict: EXIT_REFUSED,
+}
+REMARK_CODE = re.compile(r" \(([A-Z][A-Z_]*)\)$")  # the code our SYSTEM_ERROR remarks end with
+
+
 def exit_code_of_status(status: int) -> int:
-    """An HTTP error status as an exit code."""
+    """An HTTP error status as an exit code (for an answer without one of our error codes)."""
     if status == 404:
         return EXIT_NOT_FOUND
     if status in (400, 413):
@@ -50,6 +63,14 @@ def exit_code_of_status(status: int) -> int:
     if status >= 500:
         return EXIT_UNREACHABLE
     return EXIT_REFUSED  # 401, 403, 405, 409 and anything else the server turned down
+
+
+def exit_code_of_error(code: str, otherwise: int) -> int:
+    """The exit code of one of the server's error codes (`STORE_UNAVAILABLE`, …): the same on both doors."""
+    cls = errors.error_class(code)
+    if cls is None:
+        return otherwise
+    return next(EXIT_OF_ERROR[c] for c in cls.__mro__ if c in EXIT_OF_ERROR)
 
 
 def connect(server: str, token: str | None, *, timeout: float = 10.0) -> HttpApi | RemotingApi:
@@ -94,6 +115,8 @@ class HttpApi:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
             raise self._refused(exc) from None
+        except (http.client.HTTPException, ConnectionResetError) as exc:  # an answer that is not HTTP, or none
+            raise self._not_http(exc) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AdminError(EXIT_UNREACHABLE, f"cannot reach {self.base}: {reason}", "UNREACHABLE") from None
@@ -101,6 +124,19 @@ class HttpApi:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise AdminError(EXIT_UNREACHABLE, f"{self.base} did not answer JSON: is it a NameServer?") from None
+
+    def _not_http(self, exc: Exception) -> AdminError:
+        """The address took the request and answered no HTTP: a native door (it answers a remoting frame) is told
+        so with the scheme to use; anything else is named as not an HTTP API."""
+        parts = urlsplit(self.base)
+        host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+        what = str(exc) or type(exc).__name__
+        if answers_remoting(host, port, self.timeout):
+            return AdminError(EXIT_UNREACHABLE, f"{self.base} is a RocketMQ remoting door, not HTTP (it closed the "
+                              f"HTTP request and answers remoting frames): use --server rmq://{parts.netloc}",
+                              "UNREACHABLE")
+        return AdminError(EXIT_UNREACHABLE, f"{self.base} did not answer HTTP ({what}): is it the NameServer's HTTP "
+                          "port (8080 by default)?", "UNREACHABLE")
 
     # --- reads
     def _refused(self, exc: urllib.error.HTTPError) -> AdminError:
@@ -110,7 +146,8 @@ class HttpApi:
             message, code = err.get("message", ""), err.get("code", "")
         except (orjson.JSONDecodeError, AttributeError):
             message, code = f"HTTP {exc.code} from {self.base}", ""
-        return AdminError(exit_code_of_status(exc.code), message or f"HTTP {exc.code}", code)
+        return AdminError(exit_code_of_error(code, exit_code_of_status(exc.code)), message or f"HTTP {exc.code}",
+                          code)
 
     def brokers(self, cluster: str | None = None) -> dict[str, Any]:
         return self.call("GET", "/v1/brokers", query={"cluster": cluster})
@@ -165,6 +202,8 @@ class HttpApi:
                         event = {}
             except urllib.error.HTTPError as exc:
                 raise self._refused(exc) from None
+            except http.client.HTTPException as exc:
+                raise self._not_http(exc) from None
             except (urllib.error.URLError, OSError) as exc:
                 if tries >= reconnects:
                     reason = getattr(exc, "reason", exc)
@@ -258,20 +297,41 @@ class RemotingApi:
                 data = sock.recv(65536)
                 if not data:
                     raise OSError("connection closed by the server")
+                if data.startswith(b"HTTP/"):  # an HTTP server answering what it took for a bad request
+                    raise self._not_remoting("it answered HTTP: use --server "
+                                             f"http://{self._netloc()} (https:// if it serves TLS)")
                 for reply in self._decoder.feed(data):
                     if is_response(reply) and reply.opaque == opaque:
                         return self._check(reply)
+        except FrameError as exc:
+            raise self._not_remoting(f"it answered something else ({exc}): is it the NameServer's remoting port "
+                                     "(9876 by default)?") from None
         except OSError as exc:
             self.close()
-            raise AdminError(EXIT_UNREACHABLE, f"rmq://{self.host}:{self.port}: {exc}", "UNREACHABLE") from None
+            raise AdminError(EXIT_UNREACHABLE, f"rmq://{self._netloc()}: {exc}", "UNREACHABLE") from None
+
+    def _netloc(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def _not_remoting(self, why: str) -> AdminError:
+        self.close()
+        return AdminError(EXIT_UNREACHABLE, f"rmq://{self._netloc()} is not a RocketMQ remoting door: {why}",
+                          "UNREACHABLE")
 
     @staticmethod
     def _check(reply: Any) -> Any:
         if reply.code == 0:
             return reply
         remark = reply.remark or f"response code {reply.code}"
-        exit_code = {17: EXIT_NOT_FOUND, 22: EXIT_NOT_FOUND, 16: EXIT_REFUSED, 3: EXIT_USAGE,
-                     2: EXIT_UNREACHABLE}.get(reply.code, EXIT_REFUSED)
+        ours = REMARK_CODE.search(remark) if reply.code == errors.RMQ_SYSTEM_ERROR else None
+        if ours:  # SYSTEM_ERROR stands for many errors; ours name theirs, as the HTTP door's JSON does
+            raise AdminError(exit_code_of_error(ours[1], EXIT_UNREACHABLE), remark[:ours.start()], ours[1])
+        exit_code = {errors.RMQ_TOPIC_NOT_EXIST: EXIT_NOT_FOUND, errors.RMQ_QUERY_NOT_FOUND: EXIT_NOT_FOUND,
+                     errors.RMQ_NO_PERMISSION: EXIT_REFUSED, errors.RMQ_REQUEST_CODE_NOT_SUPPORTED: EXIT_USAGE,
+                     errors.RMQ_SYSTEM_BUSY: EXIT_UNREACHABLE}.get(reply.code)
+        if exit_code is None:  # another server's SYSTEM_ERROR is a failure (HTTP 500), but Java's "disable" a refusal
+            failed = reply.code == errors.RMQ_SYSTEM_ERROR and remark != "disable"
+            exit_code = EXIT_UNREACHABLE if failed else EXIT_REFUSED
         raise AdminError(exit_code, remark, f"RMQ_{reply.code}")
 
     @staticmethod
@@ -342,6 +402,21 @@ class RemotingApi:
     def config_set(self, changes: dict[str, str]) -> dict[str, Any]:
         self.request(codes.UPDATE_NAMESRV_CONFIG, body=format_properties(dict(changes)).encode("utf-8"))
         return {"updated": dict(changes)}
+
+
+def answers_remoting(host: str, port: int, timeout: float) -> bool:
+    """Whether host:port answers a RocketMQ remoting request with a remoting frame (any response code will do)."""
+    try:
+        with socket.create_connection((host, port), timeout=min(timeout, 3.0)) as sock:
+            sock.sendall(encode(RemotingCommand(code=codes.GET_BROKER_CLUSTER_INFO, language="PYTHON", version=479,
+                                                opaque=1)))
+            decoder = FrameDecoder()
+            while data := sock.recv(65536):
+                if any(is_response(reply) for reply in decoder.feed(data)):
+                    return True
+    except (OSError, FrameError):
+        pass
+    return False
 
 
 def _str_keys(node: Any) -> Any:

@@ -74,6 +74,11 @@ def handles(code: int) -> Callable[[Handler], Handler]:
 
 
 def error_reply(err: NamesrvError) -> Reply:
+    """The error's RocketMQ code and message. SYSTEM_ERROR stands for many of ours (a bad argument, a conflict, Redis
+    unavailable, …), so its remark ends with our code, `… (STORE_UNAVAILABLE)`, as the HTTP API's `code` says it:
+    `namesrv admin` then exits as it does over HTTP, and an operator reading a Java client's log sees which."""
+    if err.rocketmq_code == SYSTEM_ERROR:
+        return Reply(SYSTEM_ERROR, f"{err.message} ({err.code})")
     return Reply(err.rocketmq_code, err.message)
 
 

@@ -71,6 +71,7 @@ OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 _CONN_PREFIX = f"{socket.gethostname()}:{os.getpid()}:{int(time.time() * 1000)}:"
 _conn_ids = itertools.count(1)
 TLS_HANDSHAKE = 0x16
+HTTP_METHODS = (b"GET ", b"POST ", b"PUT ", b"DELETE ", b"HEAD ", b"OPTIONS ", b"PATCH ")
 
 
 class Connection(asyncio.Protocol):
@@ -110,7 +111,11 @@ class Connection(asyncio.Protocol):
             items = self.decoder.feed(data, self.server.fast_route)
         except FrameError as exc:
             self._serve(exc.decoded)  # type: ignore[arg-type]
-            log.warning("remoting %s: closing the connection: %s", self.peer, exc)
+            reason = str(exc)
+            if data.startswith(HTTP_METHODS):  # a length prefix spelling "GET ": someone's HTTP client
+                reason = (f"an HTTP request ({data.split(b' ', 1)[0].decode()}) on RocketMQ's remoting port; the HTTP "
+                          f"API listens on port {self.server.settings.port}")
+            log.warning("remoting %s: closing the connection: %s", self.peer, reason)
             self.server.stats.frame_errors += 1
             self.close("bad-frame")
             return

@@ -17,6 +17,7 @@ import pytest
 from tests.console import fleet
 from tests.console.conftest import HISTORY, hostile_summary, store_summary
 from tests.integration.conftest import Namesrv
+from tests.redis_server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 ADMIN = "admin-token-cli-000001"
@@ -314,3 +315,88 @@ def test_route_watch_prints_each_change(server):
             proc.wait()
     native = admin(server, "route", "X", "--watch", "--server", f"rmq://127.0.0.1:{server.remoting_port}")
     assert native.returncode == 2 and "--watch needs the HTTP door" in native.stderr
+
+
+def doors(server) -> dict[str, str]:
+    return {"http": server.url, "rmq": f"rmq://127.0.0.1:{server.remoting_port}"}
+
+
+@pytest.mark.parametrize("door", ["http", "rmq"])
+def test_every_documented_exit_code_on_both_doors(server, door):
+    """docs/operating.md "Exit codes", each through each door: the same meaning ends with the same code."""
+    at = ("--server", doors(server)[door])
+    assert admin(server, *at, "route", "OrderPaid", token=READ).returncode == 0
+    assert admin(server, *at, "route", "NoSuchTopic").returncode == 1
+    assert admin(server, *at, "kv", "get", "nope", "nope").returncode == 1
+    r = admin(server, *at, "kv", "put", "bad namespace", "k", "v")  # the server refuses the name
+    assert r.returncode == 2 and "INVALID_ARGUMENT" in r.stderr, r.stderr
+    assert admin(server, *at, "kv", "delete", "tmp", "k").returncode == 2  # destructive, nobody to ask
+    assert admin(server, *at, "no-such-command").returncode == 2
+    free = f"{'http' if door == 'http' else 'rmq'}://127.0.0.1:{free_port()}"
+    assert admin(server, "--server", free, "route", "OrderPaid").returncode == 3  # connection refused
+    assert admin(server, *at, "route", "OrderPaid", token=None).returncode == 4  # reads need a token here
+    r = admin(server, *at, "wipe-write-perm", "broker-a", "--yes", token=READ)
+    assert r.returncode == 4, r.stderr
+    assert admin(server, *at, "config", "set", "adminToken", "x").returncode == 4  # blacklisted
+    code, seen = run_on_terminal(server, [*at, "kv", "delete", "tmp", "k"], b"n\n")
+    assert code == 4 and "aborted" in seen
+
+
+def test_an_unavailable_registry_is_exit_3_on_both_doors(tmp_path):
+    """Redis down behind a running server: HTTP answered 503 (exit 3), the native door SYSTEM_ERROR (was exit 4,
+    "refused"); both now say the same thing and exit 3."""
+    from tests.redis_server import RedisServer
+
+    redis = RedisServer().start()
+    n = Namesrv(redis.url, "down" + uuid.uuid4().hex[:6]).wait_ready()
+    try:
+        redis.stop()
+        answers = [admin(n, "--server", url, "clusters", token=None) for url in doors(n).values()]
+        assert [a.returncode for a in answers] == [3, 3], [a.stderr for a in answers]
+        assert answers[0].stderr == answers[1].stderr and "(STORE_UNAVAILABLE)" in answers[0].stderr
+    finally:
+        n.stop()
+        redis.cleanup()
+
+
+@pytest.fixture
+def not_a_namesrv():
+    """A TCP port that greets with a line of something else, as an SSH or SMTP server would, then closes."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def greet() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+    thread = threading.Thread(target=greet, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+def test_the_wrong_door_is_named_with_the_scheme_to_use(server, not_a_namesrv):
+    """The HTTP port given as rmq:// used to end in a FrameTooLarge traceback and exit 1; the native port given as
+    http:// in "Remote end closed connection". Each now says what answered and which scheme to use; exit 3."""
+    r = admin(server, "--server", f"rmq://127.0.0.1:{server.port}", "clusters")
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert f"it answered HTTP: use --server http://127.0.0.1:{server.port}" in r.stderr
+    r = admin(server, "--server", f"http://127.0.0.1:{server.remoting_port}", "clusters")
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert "is a RocketMQ remoting door, not HTTP" in r.stderr
+    assert f"use --server rmq://127.0.0.1:{server.remoting_port}" in r.stderr
+    r = admin(server, "--server", f"rmq://127.0.0.1:{not_a_namesrv}", "clusters")
+    assert r.returncode == 3 and "is not a RocketMQ remoting door" in r.stderr and "Traceback" not in r.stderr
+    r = admin(server, "--server", f"http://127.0.0.1:{not_a_namesrv}", "clusters")
+    assert r.returncode == 3 and "did not answer HTTP" in r.stderr and "Traceback" not in r.stderr

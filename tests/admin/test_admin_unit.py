@@ -148,3 +148,45 @@ def test_unreachable_is_exit_3(capsys):
 
 def test_skew_history_without_runs_says_where_runs_come_from():
     assert "no skew runs kept yet" in text_of(render.skew_history([]))
+
+
+def _error_classes() -> list[type]:
+    from service import errors
+
+    found, pending = [], [errors.NamesrvError]
+    while pending:
+        cls = pending.pop()
+        if cls.__module__ == "service.errors":  # the core's errors: both doors carry them
+            found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+# docs/operating.md "Exit codes", by what the error means
+DOCUMENTED = {"TOPIC_NOT_EXIST": 1, "QUERY_NOT_FOUND": 1, "REPORT_NOT_FOUND": 1, "BROKER_NOT_FOUND": 1,
+              "INVALID_ARGUMENT": 2, "PAYLOAD_TOO_LARGE": 2, "NOT_SUPPORTED": 2,
+              "SYSTEM_ERROR": 3, "UNAVAILABLE": 3, "NOT_READY": 3, "STORE_UNAVAILABLE": 3, "SYSTEM_BUSY": 3,
+              "TOO_MANY_WATCHERS": 3,
+              "UNAUTHORIZED": 4, "FORBIDDEN": 4, "CROSS_CLUSTER_REFUSED": 4, "CONFIG_BLACKLISTED": 4, "DISABLED": 4,
+              "CONFLICT": 4, "BROKER_NAME_CONFLICT": 4, "REGISTER_FAILED": 4}
+
+
+@pytest.mark.parametrize("cls", _error_classes(), ids=lambda c: c.code)
+def test_every_error_exits_alike_on_both_doors(cls):
+    """Each error as each door sends it (the HTTP door's status and JSON, the native door's response code and
+    remark), read back by `namesrv admin`'s two clients: the same exit code, the same message and code."""
+    import urllib.error
+
+    from service.http.errors import error_response, http_status
+    from service.remoting.handlers import error_reply
+
+    err = cls("the reason")
+    body = error_response(err).body
+    http_error = urllib.error.HTTPError("http://h/v1/x", http_status(err), "", {}, io.BytesIO(body))
+    over_http = HttpApi("http://h", None)._refused(http_error)
+    with pytest.raises(AdminError) as e:
+        RemotingApi._check(error_reply(err))
+    over_rmq = e.value
+    assert over_http.exit_code == over_rmq.exit_code == DOCUMENTED[cls.code]
+    if cls.rocketmq_code == 1:  # SYSTEM_ERROR stands for many: the remark names ours
+        assert (over_rmq.message, over_rmq.code) == (over_http.message, over_http.code) == ("the reason", cls.code)

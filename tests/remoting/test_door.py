@@ -210,7 +210,7 @@ async def test_single_topic_guard_on_the_native_door(door):
     c = await door.client()
     r = await register(c, topics={"OnlyOne": 1})
     assert (r.code, r.remark) == (SYSTEM_ERROR, "register broker failed: single-topic registration before the "
-                                                "first full one")
+                                                "first full one (REGISTER_FAILED)")
 
 
 async def test_zone_filtering_on_both_doors(door):
