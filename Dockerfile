@@ -44,7 +44,9 @@ ENV PYTHONUNBUFFERED=1 \
 RUN groupadd --system --gid 10001 namesrv \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin namesrv
 WORKDIR /tmp
-EXPOSE 8080
+# RocketMQ's native protocol (brokers, clients, mqadmin) and HTTP (API, address server, console, /metrics): the
+# chart's containerPort values remotingPort and containerPort.
+EXPOSE 9876 8080
 
 # ---------------------------------------------------------------------------------------------- skew
 FROM base AS skew

@@ -839,7 +839,8 @@ def test_dockerfile_matches_chart_and_package(chart):
     assert "namesrv" in pyproject["project"]["scripts"]
     assert 'ENTRYPOINT ["namesrv"]' in dockerfile
     assert 'CMD ["serve"]' in dockerfile
-    assert re.search(rf"^EXPOSE {chart.values['containerPort']}$", dockerfile, re.M)
+    exposed = {int(p) for line in re.findall(r"^EXPOSE (.+)$", dockerfile, re.M) for p in line.split()}
+    assert exposed == {chart.values["containerPort"], chart.values["remotingPort"]}, "EXPOSE both doors"
     uid = chart.values["podSecurityContext"]["runAsUser"]
     users = re.findall(r"^USER (\S+)$", dockerfile, re.M)
     assert users and all(u == f"{uid}:{uid}" for u in users), "images must run as the chart's uid (numeric)"
@@ -848,6 +849,41 @@ def test_dockerfile_matches_chart_and_package(chart):
     assert re.search(r"^FROM \S+ AS skew$", dockerfile, re.M)
     dockerignore = (ROOT / ".dockerignore").read_text().split()
     assert "*" in dockerignore and "!service" in dockerignore and "!lua" in dockerignore
+
+
+# --------------------------------------------------------------------------- what helm/README.md says of the chart
+
+
+def test_readme_names_every_port_of_the_service(render):
+    """The "What gets installed" row of the Service names each port the chart's Service has, by number and name."""
+    svc = render().one("Service", suffix=FULLNAME)
+    row = next(x for x in (CHART_DIR / "README.md").read_text().splitlines() if x.startswith("| Service |"))
+    for port in svc["spec"]["ports"]:
+        assert f"{port['port']} named `{port['name']}`" in row, (port, row)
+
+
+def test_readme_network_policy_admits_every_door_of_the_workers(chart):
+    """The NetworkPolicy the README recommends is a valid one (Kubernetes' schema), selects the worker pods of a
+    release named as in the example, and admits brokers and clients to every port of the Service (9876 too)."""
+    readme = (CHART_DIR / "README.md").read_text()
+    block = re.search(r"```yaml\n(apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n.*?)```", readme, re.S)
+    assert block, "helm/README.md shows no NetworkPolicy"
+    policy = yaml.safe_load(block.group(1))
+    kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
+    release = policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"]
+    namespace = policy["metadata"]["namespace"]
+    manifests = chart.render({}, name=release, namespace=namespace)
+    docs = [d for path, text in manifests.items() if not path.endswith("NOTES.txt")
+            for d in yaml.safe_load_all(text) if d]
+    deployment = next(d for d in docs if d.get("kind") == "Deployment")
+    service = next(d for d in docs if d.get("kind") == "Service" and d["metadata"]["name"].endswith("rmq-namesrv"))
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    clients = policy["spec"]["ingress"][0]
+    admitted = {p["port"] for p in clients["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= admitted
+    container_ports = {p["name"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+    assert admitted <= container_ports  # named ports the pods really have
 
 
 def test_controller_enabled_turns_the_controller_on(render):
