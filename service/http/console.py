@@ -300,7 +300,10 @@ async def kv_namespace_page(request: web.Request, ns: NameServer, who: Principal
 
 async def skew_page(request: web.Request, ns: NameServer, who: Principal) -> web.Response:
     """The latest report (charts, tables, what changed) and the kept runs of the job, newest first."""
-    summary = orjson.loads(await ns.skew_summary(who))
+    try:
+        summary = orjson.loads(await ns.skew_summary(who))
+    except ReportNotFound:  # not an error: no run of the skew job has finished yet
+        return render(request, "skew_none.html", section="skew", title="Topic load skew")
     runs = await ns.skew_history(who, HISTORY_RUNS)
     return render(request, "skew.html", section="skew", title="Topic load skew", s=summary, runs=runs,
                   **skew_charts(summary, runs))

@@ -60,13 +60,26 @@ async def test_not_found_pages_are_html_with_the_api_status(client):
     for path, status, code in [("/console/topics/Nope", 404, "TOPIC_NOT_EXIST"),
                                ("/console/kv/none", 404, "QUERY_NOT_FOUND"),
                                ("/console/clusters/Nope", 404, "CLUSTER_NOT_FOUND"),
-                               ("/console/skew", 404, "REPORT_NOT_FOUND"),
                                ("/console/topics/bad%20name", 400, "INVALID_ARGUMENT")]:
         r = await client.get(path)
         assert r.status == status and r.content_type == "text/html", path
         assert code in await r.text()
     r = await client.get("/console/static/../routes.py")
     assert r.status == 404 and (await r.json())["code"] == "NOT_FOUND"
+
+
+async def test_the_skew_page_before_any_report_says_how_to_make_one(client):
+    """Before the skew job's first run the page was a 404 with a red error box; it is an ordinary page saying that
+    no report exists yet and the three ways to make one."""
+    r = await client.get("/console/skew")
+    html = await r.text()
+    assert r.status == 200 and r.content_type == "text/html", html[:300]
+    assert "error-box" not in html and "REPORT_NOT_FOUND" not in html
+    assert "No skew report exists yet" in html
+    for how in ("namesrv skew-report --redis-url", "namesrv skew-scheduler --interval", "skew.cronJob.enabled"):
+        assert how in html
+    assert '/skew" class="on">Skew report</a>' in html  # the navigation still marks the section
+    assert (await client.get("/v1/reports/skew")).status == 404  # the API still says "not found" to scripts
 
 
 async def test_console_off(make_client):
