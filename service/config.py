@@ -30,6 +30,13 @@ def _setting(default: Any, help: str, *, minimum: float | None = None, maximum: 
                                             "choices": choices, "secret": secret, "runtime": runtime})
 
 
+# Topics per step of a large registration when registration_chunk_topics is 0 (service/store/chunked.py): 3–7 ms
+# of Redis time per step of new topics on the machine of benchmarks/README.md (python -m benchmarks.chunk_steps);
+# fakeredis runs Lua some 30x slower, on the event loop itself.
+REDIS_CHUNK_TOPICS = 1000
+EMBEDDED_CHUNK_TOPICS = 200
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """The effective configuration. `runtime` settings can change while serving (PUT /v1/config, shared
@@ -266,9 +273,18 @@ class Settings:
         check_cross(out)
         return out
 
+    @property
+    def chunk_topics(self) -> int:
+        """registration_chunk_topics in force: 0 stands for the store's own step, 1 000 topics with Redis and 200
+        embedded (where every step holds the one event loop that also answers reads)."""
+        return self.registration_chunk_topics or (EMBEDDED_CHUNK_TOPICS if self.embedded else REDIS_CHUNK_TOPICS)
+
     def masked(self) -> dict[str, Any]:
-        """The effective config for printing: secrets shown as *** when set, URL passwords masked."""
-        return {s.name: s.shown(getattr(self, s.name)) for s in SETTINGS}
+        """The effective config for printing: secrets shown as *** when set, URL passwords masked, and a value that
+        depends on the mode (registration_chunk_topics 0) as the one in force."""
+        shown = {s.name: s.shown(getattr(self, s.name)) for s in SETTINGS}
+        shown["registration_chunk_topics"] = self.chunk_topics
+        return shown
 
     def as_properties(self) -> str:
         """`-p` output: sorted NAMESRV_X=value lines, secrets masked, like NamesrvStartup -p."""

@@ -23,7 +23,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import orjson
 
 from service import __version__, errors
-from service.config import canonical_name
+from service.config import RUNTIME_NAMES, canonical_name
 from service.remoting import codes, fastjson
 from service.remoting.bodies import format_properties, parse_properties
 from service.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode, is_response
@@ -370,7 +370,10 @@ class RemotingApi:
 
     def config(self) -> dict[str, Any]:
         props = parse_properties(self.request(codes.GET_NAMESRV_CONFIG).body.decode("utf-8"))
-        return {"config": {canonical_name(k) or k: v for k, v in props.items()}, "runtime": None}
+        config = {canonical_name(k) or k: v for k, v in props.items()}
+        # RocketMQ's reply has no "runtime" list: which settings change at run time is the same table the server
+        # answers /v1/config's from (a name we do not know stays unmarked)
+        return {"config": config, "runtime": [name for name in RUNTIME_NAMES if name in config]}
 
     def skew(self) -> dict[str, Any]:
         raise self.unsupported("the skew report")

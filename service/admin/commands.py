@@ -215,10 +215,22 @@ def cmd_clusters(api: Api, args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+def require_cluster(api: Api, cluster: str | None) -> None:
+    """An unknown cluster is "not found" (exit 1), not an empty table that reads as a cluster without brokers."""
+    if cluster is None:
+        return
+    known = sorted(api.cluster_info().get("clusterAddrTable") or {})
+    if cluster not in known:
+        raise AdminError(EXIT_NOT_FOUND, f"no cluster named {cluster!r} is registered (clusters: "
+                                         f"{', '.join(known) or 'none'})", "CLUSTER_NOT_FOUND")
+
+
 def cmd_brokers(api: Api, args: argparse.Namespace, out: Out) -> int:
     from service.admin import render
 
     data = api.brokers(args.cluster)
+    if not data["brokers"]:
+        require_cluster(api, args.cluster)
     out.data(data, lambda: render.brokers(data))
     return EXIT_OK
 
@@ -232,9 +244,18 @@ def cmd_topics(api: Api, args: argparse.Namespace, out: Out) -> int:
                          kind.replace("unitsub", "unit-sub"))
     data = api.topics(kind or ("cluster" if args.cluster else "all"), args.cluster)
     names = sorted(data.get("topicList", []))
+    if not names:
+        require_cluster(api, args.cluster)
     if args.match:
         names = [n for n in names if args.match.lower() in n.lower()]
-    out.data({**data, "topicList": names}, lambda: render.topics(names))
+
+    def human() -> Any:  # a topic named after a cluster or a broker (RocketMQ's system list) is shown as such
+        info = api.cluster_info()
+        own = {**{b: "broker" for b in info.get("brokerAddrTable") or {}},
+               **{c: "cluster" for c in info.get("clusterAddrTable") or {}}}
+        return render.topics(names, own)
+
+    out.data({**data, "topicList": names}, human)
     return EXIT_OK
 
 
@@ -285,6 +306,9 @@ def cmd_delete_topic(api: Api, args: argparse.Namespace, out: Out) -> int:
     brokers = sorted(b["brokerName"] for b in route.get("brokerDatas", [])
                      if args.cluster is None or b.get("cluster") == args.cluster)
     where = f"cluster {args.cluster}" if args.cluster else "every cluster"
+    if not brokers:  # nothing to delete there: say why before asking anything
+        require_cluster(api, args.cluster)
+        raise AdminError(EXIT_NOT_FOUND, f"topic {args.topic} has no queues in {where}", "TOPIC_NOT_EXIST")
     confirm(args, f"Delete topic {args.topic} from {where} ({len(brokers)} broker(s): {', '.join(brokers) or '-'})?")
     res = api.delete_topic(args.topic, args.cluster)
     removed = res.get("removedQueueDatas")
@@ -397,6 +421,7 @@ def cmd_watch(api: Api, args: argparse.Namespace, out: Out) -> int:
 
     if args.interval < 0.1:
         raise AdminError(EXIT_USAGE, "--interval: at least 0.1 s")
+    require_cluster(api, args.cluster)
 
     def frame(data: dict[str, Any]) -> Any:
         where = f"cluster {args.cluster}" if args.cluster else "all clusters"

@@ -107,10 +107,13 @@ def clusters(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
-def topics(names: Iterable[str]) -> Table:
+def topics(names: Iterable[str], own: dict[str, str] | None = None) -> Table:
+    """Topic names with their kind: `own` names the topics that are a cluster's or a broker's own name (RocketMQ's
+    system topic list is made of them), the rest are told by their name (retry, dlq, system, normal)."""
+    own = own or {}
     t = table("TOPIC", "KIND")
     for name in names:
-        t.add_row(name, display.topic_kind(name))
+        t.add_row(name, own.get(name) or display.topic_kind(name))
     return t
 
 
@@ -151,7 +154,7 @@ def config(data: dict[str, Any]) -> Table:
     t = table("SETTING", "VALUE", "CHANGE AT RUN TIME")
     for name, value in sorted(data["config"].items()):
         shown = str(value).lower() if isinstance(value, bool) else str(value)
-        t.add_row(name, shown, "yes" if name in runtime else ("?" if data.get("runtime") is None else ""))
+        t.add_row(name, shown, "yes" if name in runtime else "")
     return t
 
 

@@ -33,11 +33,6 @@ EMBEDDED_WARNING = (
 )
 POOL_SIZE = 256  # per worker (and per cluster node): a burst beyond it waits (single) or gets 503 (cluster)
 BULK_POOL_SIZE = 64  # registrations: under read load a reply waits for the loop, and the connection with it
-# Topics per step of a large registration (service/store/chunked.py): 3–7 ms of Redis time per step of new
-# topics on the machine of benchmarks/README.md (python -m benchmarks.chunk_steps); fakeredis runs Lua some 30x
-# slower, on the event loop itself.
-REDIS_CHUNK = 1000
-EMBEDDED_CHUNK = 200
 
 Client = aioredis.Redis | RedisCluster
 
@@ -128,7 +123,7 @@ def store_limits(settings: Settings) -> StoreLimits:
         wait_replicas=0 if settings.embedded else settings.redis_wait_replicas,  # fakeredis has no replicas
         wait_timeout_ms=settings.redis_wait_timeout_ms,
         wait_registrations=settings.redis_wait_registrations,
-        chunk_topics=settings.registration_chunk_topics or (EMBEDDED_CHUNK if settings.embedded else REDIS_CHUNK),
+        chunk_topics=settings.chunk_topics,
     )
 
 

@@ -400,3 +400,26 @@ def test_the_wrong_door_is_named_with_the_scheme_to_use(server, not_a_namesrv):
     assert r.returncode == 3 and "is not a RocketMQ remoting door" in r.stderr and "Traceback" not in r.stderr
     r = admin(server, "--server", f"http://127.0.0.1:{not_a_namesrv}", "clusters")
     assert r.returncode == 3 and "did not answer HTTP" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_answers_that_looked_right_but_were_not(server):
+    """Each was an answer with exit 0 that misled: `?` for every setting's "change at run time" over rmq://,
+    registration_chunk_topics 0 where 1 000 is in force, cluster and broker names as KIND normal in the system
+    list, an empty table for a cluster that does not exist."""
+    for url in doors(server).values():
+        rows = {r[0]: r[1:] for r in table(admin(server, "--server", url, "config", "get").stdout)[1:]}
+        assert rows["support_acting_master"] == ["false", "yes"] and rows["broker_timeout_ms"][1] == "yes", url
+        assert rows["port"] == [str(server.port)], url  # a start-up setting: nothing in the third column
+        assert rows["registration_chunk_topics"] == ["1000"], url  # 0 in the settings: 1 000 with Redis
+        r = admin(server, "--server", url, "config", "get", "registration_chunk_topics")
+        assert r.stdout == "1000\n"
+    kinds = {r[0]: r[1] for r in table(admin(server, "topics", "--system").stdout)[1:]}
+    assert kinds["ClusterA"] == kinds["ClusterB"] == "cluster" and kinds["broker-a"] == "broker"
+    assert set(kinds.values()) <= {"cluster", "broker", "system"}, kinds
+    for args in (["brokers", "--cluster", "Nope"], ["topics", "--cluster", "Nope"],
+                 ["watch", "--cluster", "Nope", "--count", "1"], ["delete-topic", "OrderPaid", "--cluster", "Nope"]):
+        r = admin(server, *args)
+        assert (r.returncode, r.stdout) == (1, ""), (args, r.stdout, r.stderr)
+        assert "no cluster named 'Nope' is registered (clusters: ClusterA, ClusterB)" in r.stderr
+    r = admin(server, "delete-topic", "OrderPaid", "--cluster", "ClusterB")  # no queues there: nothing to ask
+    assert r.returncode == 1 and "has no queues in cluster ClusterB" in r.stderr

@@ -144,3 +144,12 @@ def test_one_shot_commands_against_an_unreachable_redis_print_one_line(capsys):
         assert main([command, "--redis-url", "redis://127.0.0.1:1/0"]) == 1
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"namesrv {command}: ") and "Redis" in err[0], err
+
+
+def test_registration_chunk_topics_shows_the_step_in_force():
+    """0 means "the store's step": the config shown (`config get`, `-p`) says which, as README and docs say."""
+    assert load_settings(env={}).masked()["registration_chunk_topics"] == 200  # embedded
+    redis = load_settings(env={"NAMESRV_REDIS_URL": "redis://h:1/0"})
+    assert (redis.registration_chunk_topics, redis.chunk_topics) == (0, 1000)
+    assert "NAMESRV_REGISTRATION_CHUNK_TOPICS=1000\n" in redis.as_properties()
+    assert load_settings(env={"NAMESRV_REGISTRATION_CHUNK_TOPICS": "50"}).masked()["registration_chunk_topics"] == 50
