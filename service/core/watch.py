@@ -124,7 +124,7 @@ class Stream:
         t.write(b"%x\r\n%s\r\n" % (len(data), data) if self.chunked else data)
         self.last_write = time.monotonic()
         if t.get_write_buffer_size() > STREAM_BUFFER_MAX:
-            log.debug("route stream of %s dropped: %d bytes unsent", self.client, t.get_write_buffer_size())
+            log.info("route stream of %s dropped: %d bytes unsent", self.client, t.get_write_buffer_size())
             if self.feed is not None:
                 self.feed.dropped += 1
             t.abort()

@@ -33,6 +33,7 @@ import orjson
 from service.config import Settings
 from service.core import NameServer, Principal, RegistrationMemo
 from service.errors import (
+    RMQ_NO_PERMISSION,
     RMQ_REQUEST_CODE_NOT_SUPPORTED,
     RMQ_SYSTEM_BUSY,
     RMQ_SYSTEM_ERROR,
@@ -67,6 +68,7 @@ from service.remoting.handlers import (
 
 log = logging.getLogger(__name__)
 FORGET_RETRY_S = 30.0  # how long a closed broker connection's unregistration waits out a Redis outage
+REFUSAL_LOG_EVERY_S = 60  # a refused request is logged once per client host per this many seconds
 OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 _CONN_PREFIX = f"{socket.gethostname()}:{os.getpid()}:{int(time.time() * 1000)}:"
 _conn_ids = itertools.count(1)
@@ -229,6 +231,7 @@ class RemotingServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._tls = _tls_context(settings)
+        self._refusals_logged: dict[str, float] = {}  # client host -> when its last refusal was logged
 
     # --- lifecycle
 
@@ -431,6 +434,7 @@ class RemotingServer:
                     return
             except NamesrvError as err:
                 self.stats.errors[err.code] += 1
+                self._log_refusal(conn, cmd, err)
                 self.reply(conn, cmd, error_reply(err), started)
                 return
         handler = HANDLERS.get(code)
@@ -454,6 +458,7 @@ class RemotingServer:
             reply = await handler(Call(self.ns, who, cmd, conn))
         except NamesrvError as err:
             self.stats.errors[err.code] += 1
+            self._log_refusal(conn, cmd, err)
             reply = error_reply(err)
         except Exception:
             self.stats.errors[NamesrvError.code] += 1
@@ -463,6 +468,22 @@ class RemotingServer:
             conn.in_flight -= 1
             self.pending -= 1
         self.reply(conn, cmd, reply, started)
+
+    def _log_refusal(self, conn: Connection, cmd: RemotingCommand, err: NamesrvError) -> None:
+        """A request refused for its credential (NO_PERMISSION), logged with where it came from: the operator's
+        only way to find who is trying (the metrics count refusals, not sources). At most one line per client
+        host and REFUSAL_LOG_EVERY_S, so a broker retrying or a flood of attempts cannot fill the log."""
+        if err.rocketmq_code != RMQ_NO_PERMISSION:
+            return
+        host = conn.peer.rsplit(":", 1)[0]
+        now = time.monotonic()
+        if now - self._refusals_logged.get(host, -REFUSAL_LOG_EVERY_S) < REFUSAL_LOG_EVERY_S:
+            return
+        if len(self._refusals_logged) >= 10_000:  # bounded however many hosts try
+            self._refusals_logged.clear()
+        self._refusals_logged[host] = now
+        log.warning("remoting %s: %s refused (%s): %s (one line per host per %d s)", conn.peer,
+                    codes.NAMES.get(cmd.code, cmd.code), err.code, err.message, REFUSAL_LOG_EVERY_S)
 
     def reply(self, conn: Connection, cmd: RemotingCommand, reply: Reply, started: float) -> None:
         self.stats.observe(cmd.code, reply.code, time.perf_counter() - started)

@@ -5,6 +5,8 @@ brokers dropped with their connection."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 
 import fakeredis
 from prometheus_client.parser import text_string_to_metric_families
@@ -66,6 +68,24 @@ async def test_auth_refusals_are_counted_by_code_on_both_doors(make_door):
     assert value(s, "namesrv_http_errors_total", code="UNAUTHORIZED") == 1.0
     assert value(s, "namesrv_remoting_requests_total", code=str(codes.REGISTER_BROKER), request="REGISTER_BROKER",
                  result="16") == 1.0
+
+
+async def test_a_refused_request_is_logged_with_its_source_once_per_host_a_minute(make_door, caplog):
+    """What the NamesrvRegistrationsRefused runbook sends operators to: the log names where refused requests come
+    from (the metrics count them, not their sources), one line per client host per minute however many arrive."""
+    door = await make_door(**SECURED)
+    c = await door.client()
+    caplog.set_level(logging.WARNING, logger="service.remoting.server")
+    for _ in range(5):
+        assert (await c.request(codes.REGISTER_BROKER, register_ext(), register_body())).code == 16
+    lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert re.fullmatch(r"remoting 127\.0\.0\.1:\d+: REGISTER_BROKER refused \(UNAUTHORIZED\): .+ \(one line per host "
+                        r"per 60 s\)", lines[0]), lines[0]
+    # a request refused for another reason than its credential is not a refusal of this kind
+    caplog.clear()
+    assert (await c.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nope"})).code == 17
+    assert not [r for r in caplog.records if "refused" in r.getMessage()]
 
 
 async def test_a_broker_dropped_with_its_connection_is_counted(door):
