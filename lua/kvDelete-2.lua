@@ -10,7 +10,7 @@
   Returns:
     {deleted 0/1}
   Side effects:
-    ORDER_TOPIC_CONFIG deletions are published on {prefix}:changes.
+    ORDER_TOPIC_CONFIG deletions are published on {prefix}:changes (the key when it is a topic name).
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -20,7 +20,7 @@ local base = key_base(KEYS[1])
 local n = rcall("HDEL", K.kv, ARGV[2])
 if n == 1 and ARGV[1] == "ORDER_TOPIC_CONFIG" then
   local ch = changes_new()
-  changes_add(ch, ARGV[2])
+  if is_topic_name(ARGV[2]) then changes_add(ch, ARGV[2]) end
   changes_add_state(ch, "*")  -- every registration's answer carries this table
   changes_publish(base, K.ver, ch)
 end

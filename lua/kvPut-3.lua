@@ -11,7 +11,7 @@
     {1}
   Side effects:
     namespace registered in kvns; ORDER_TOPIC_CONFIG items change routes (orderTopicConf), so the
-    key (a topic) is published on {prefix}:changes.
+    key (when it is a topic name) is published on {prefix}:changes.
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -23,7 +23,7 @@ local before = rcall("HGET", K.kv, ARGV[2])
 rcall("HSET", K.kv, ARGV[2], ARGV[3])
 if ARGV[1] == "ORDER_TOPIC_CONFIG" and before ~= ARGV[3] then
   local ch = changes_new()
-  changes_add(ch, ARGV[2])
+  if is_topic_name(ARGV[2]) then changes_add(ch, ARGV[2]) end
   changes_add_state(ch, "*")  -- every registration's answer carries this table
   changes_publish(base, K.ver, ch)
 end

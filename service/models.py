@@ -19,7 +19,10 @@ from service.errors import InvalidArgument
 
 TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]+")  # RocketMQ TopicValidator (full match)
 NAME_RE = re.compile(r"[a-zA-Z0-9_.-]+")  # cluster and broker names
-KV_RE = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no spaces
+# KV namespaces and keys: any text Java's KVConfigManager keeps (it checks nothing but null), except what no
+# request or file can carry cleanly: C0/C1 control characters and lone surrogates (not UTF-8).
+KV_NAME_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+KV_VALUE_BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")  # tab, newline and CR are text
 HOST_RE = re.compile(r"\[[0-9a-fA-F:.]+\]|[a-zA-Z0-9_.-]+")
 PORT_RE = re.compile(r"[0-9]{1,5}")
 INT_TEXT_RE = re.compile(r"-?[0-9]{1,19}")
@@ -73,19 +76,33 @@ def entity_name(value: Any, field_name: str) -> str:
     return value
 
 
+def _char(c: str) -> str:
+    return f"U+{ord(c):04X}"
+
+
 def kv_name(value: Any, field_name: str) -> str:
+    """A KV namespace or key: 1..255 characters of any script, spaces included (Java's rule is only "not null"),
+    without control characters."""
     if not isinstance(value, str) or not value:
         raise _bad(field_name, "required, a non-empty string")
-    if len(value) > MAX_KV_NAME or not KV_RE.fullmatch(value):
-        raise _bad(field_name, f"printable ASCII without spaces, at most {MAX_KV_NAME} characters")
+    if len(value) > MAX_KV_NAME:
+        raise _bad(field_name, f"longer than {MAX_KV_NAME} characters")
+    bad = KV_NAME_BAD.search(value)
+    if bad:
+        raise _bad(field_name, f"control character {_char(bad.group())} at position {bad.start()} "
+                               "(any other text is allowed)")
     return value
 
 
 def kv_value(value: Any, field_name: str = "value") -> str:
+    """A KV value: text of at most 64 Ki characters; tab, newline and CR allowed, other control characters not."""
     if not isinstance(value, str):
         raise _bad(field_name, "required, a string")
-    if len(value) > MAX_KV_VALUE or any(ord(c) < 32 and c not in "\t\n\r" for c in value):
-        raise _bad(field_name, f"printable text of at most {MAX_KV_VALUE} characters")
+    if len(value) > MAX_KV_VALUE:
+        raise _bad(field_name, f"longer than {MAX_KV_VALUE} characters")
+    bad = KV_VALUE_BAD.search(value)
+    if bad:
+        raise _bad(field_name, f"control character {_char(bad.group())} at position {bad.start()}")
     return value
 
 

@@ -27,3 +27,12 @@ FIELD_CASES: list[tuple[str, str]] = [
     ("zoneName", "z\n"),
 ]
 TOPIC_CASES: list[str] = ["TT\n", "bad topic", "T" * 128, "T\u00e9", "t<script>"]
+
+# KV namespaces and keys. Java's KVConfigManager keeps any text (PutKVConfigRequestHeader checks nothing but
+# null), so ours takes any text too (KV_NAMES_KEPT, refused before issue 42: a kvConfig.json written by Java must
+# import whole), except control characters, which no request or file carries cleanly, and more than 255
+# characters (KV_NAME_CASES). Every door refuses the latter with a clear error and writes nothing.
+KV_NAME_CASES: list[str] = ["ns\n", "a\tb", "k\x00", "\x1b[31mred", "nel\x85", "del\x7f", "x" * 256]
+KV_NAMES_KEPT: list[str] = ["键", "clé de voûte", " padded ", "a/b?c#d%e&f=g", "emoji \U0001f680", "x" * 255,
+                            "[red]", "<b>", "\u200bzero-width", "%RETRY%g"]
+KV_VALUE_CASES: list[str] = ["v\x00", "bell\x07", "x" * (64 * 1024 + 1)]

@@ -102,6 +102,13 @@ local function changes_add(ch, topic)
   ch.seen[topic] = true
 end
 
+-- An ORDER_TOPIC_CONFIG key names a route only if it is a topic name (TopicValidator: `[%|a-zA-Z0-9_-]`, at most
+-- 127): only such keys are published as topics. KV keys are any text, and one like "=x", "@b" or "*" would read as
+-- another kind of event line.
+local function is_topic_name(s)
+  return #s <= 127 and string.find(s, "^[%%|a-zA-Z0-9_%-]+$") ~= nil
+end
+
 local function changes_add_all(ch)
   ch.all = true
   ch.seen = {}

@@ -55,6 +55,8 @@ def parse_event(payload: str) -> ChangeEvent:
         kind = line[:1]
         if kind == "=":
             parts = line[1:].split("\t")
+            if len(parts) < 3:
+                raise ValueError(f"change event line {line[:80]!r} is no in-place update")
             if tab:
                 updates.append((parts[0], parts[1], parts[2:]))
             else:  # the format before: "=<topic>\t<brokerName>\t<enc>"

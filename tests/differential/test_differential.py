@@ -51,7 +51,9 @@ BROKER_NAMES = sorted({b[1] for b in BROKERS}) + ["broker-x"]  # broker-x is nev
 CLUSTERS = ["C1", "C2", "C9"]  # C9 is never registered
 TOPICS = ["TopicA", "TopicB", "TopicC", "TopicD", "%RETRY%group1", "rmq_sys_wheel"]
 ORDER_NS = "ORDER_TOPIC_CONFIG"
-KV_KEYS = ["k1", "k2", "TopicA", "TopicB"]
+# KV keys are any text on both sides (Java checks only for null; issue 42 widened ours): non-ASCII, spaces and
+# event-line characters too
+KV_KEYS = ["k1", "k2", "TopicA", "TopicB", "键 名", " clé=1 ", "=TopicA", "emoji \U0001f680"]
 # Runtime switches both NameServers have, toggled by UPDATE_NAMESRV_CONFIG and read back by GET_NAMESRV_CONFIG;
 # the defaults restore them after each sequence.
 SWITCHES = {"enableTopicList": "true", "enableAllTopicList": "true", "orderMessageEnable": "false",
@@ -145,7 +147,7 @@ class Differential(RuleBasedStateMachine):
         super().__init__()
         self.step = 0
         self.versions: dict[tuple, dict[str, int]] = {}
-        self.kv_ns = ["NS" + uuid.uuid4().hex[:6], ORDER_NS]
+        self.kv_ns = ["NS" + uuid.uuid4().hex[:6], ORDER_NS, "命名 空间 " + uuid.uuid4().hex[:6]]
         self.touched_kv: set[tuple[str, str]] = set()
         self.registered: set[tuple] = set()
 
@@ -291,20 +293,20 @@ class Differential(RuleBasedStateMachine):
 
     # ---- KV
 
-    @rule(ns=st.integers(0, 1), key=st.sampled_from(KV_KEYS), value=st.sampled_from(["broker-a:4", "v;2", "x"]))
+    @rule(ns=st.integers(0, 2), key=st.sampled_from(KV_KEYS), value=st.sampled_from(["broker-a:4", "v;2", "x", "värde\t2"]))
     def kv_put(self, ns, key, value):
         self.touched_kv.add((self.kv_ns[ns], key))
         self.both(codes.PUT_KV_CONFIG, {"namespace": self.kv_ns[ns], "key": key, "value": value})
 
-    @rule(ns=st.integers(0, 1), key=st.sampled_from(KV_KEYS), serialize=st.sampled_from(["JSON", "ROCKETMQ"]))
+    @rule(ns=st.integers(0, 2), key=st.sampled_from(KV_KEYS), serialize=st.sampled_from(["JSON", "ROCKETMQ"]))
     def kv_get(self, ns, key, serialize):
         self.both(codes.GET_KV_CONFIG, {"namespace": self.kv_ns[ns], "key": key}, serialize=serialize)
 
-    @rule(ns=st.integers(0, 1), key=st.sampled_from(KV_KEYS))
+    @rule(ns=st.integers(0, 2), key=st.sampled_from(KV_KEYS))
     def kv_delete(self, ns, key):
         self.both(codes.DELETE_KV_CONFIG, {"namespace": self.kv_ns[ns], "key": key})
 
-    @rule(ns=st.integers(0, 1))
+    @rule(ns=st.integers(0, 2))
     def kv_list(self, ns):
         self.both(codes.GET_KVLIST_BY_NAMESPACE, {"namespace": self.kv_ns[ns]})
 

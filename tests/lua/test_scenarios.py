@@ -928,13 +928,17 @@ async def test_change_events(ns):
         assert await changes.take() == []
         await ns.kv_delete(ORDER_TOPIC_CONFIG, "TestTopic")
         assert await changes.one() == (9, {"TestTopic", "!*"})
+        await ns.kv_put(ORDER_TOPIC_CONFIG, "=Default_Broker", "x")  # KV keys are any text (issue 42): one that is
+        assert await changes.one() == (10, {"!*"})  # no topic name is not published as one (it read as "=" line)
+        await ns.kv_delete(ORDER_TOPIC_CONFIG, "=Default_Broker")
+        assert await changes.one() == (11, {"!*"})
         await ns.put_runtime_config({"orderMessageEnable": "true"})
-        assert await changes.one() == (10, "*")
+        assert await changes.one() == (12, "*")
         await ns.unregister_broker(ident(SLAVE, 1))
-        assert await changes.one() == (11, {"baseTopic", "TestTopic", "TestTopic2", "!" + BROKER})
+        assert await changes.one() == (13, {"baseTopic", "TestTopic", "TestTopic2", "!" + BROKER})
         await ns.expire(now=T0 + 120_004)
-        assert await changes.one() == (12, {"baseTopic", "TestTopic", "TestTopic2", "!" + BROKER})
-        assert await ns.version() == 12
+        assert await changes.one() == (14, {"baseTopic", "TestTopic", "TestTopic2", "!" + BROKER})
+        assert await ns.version() == 14
 
 
 async def test_change_events_name_every_topic_of_a_big_broker(ns):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.remoting import codes
-from tests.battery import FIELD_CASES, TOPIC_CASES
+from service.remoting import codes, fastjson
+from tests.battery import FIELD_CASES, KV_NAME_CASES, KV_NAMES_KEPT, KV_VALUE_CASES, TOPIC_CASES
 from tests.remoting.test_door import register_body, register_ext
 
 SYSTEM_ERROR = 1
@@ -48,7 +48,6 @@ async def test_bad_text_numbers(door, over):
 
 @pytest.mark.parametrize(("code", "ext"), [
     (codes.PUT_KV_CONFIG, {"namespace": "ns\n", "key": "k", "value": "v"}),
-    (codes.PUT_KV_CONFIG, {"namespace": "ns", "key": "k k", "value": "v"}),
     (codes.PUT_KV_CONFIG, {"namespace": "ns", "key": "k"}),
     (codes.DELETE_TOPIC_IN_NAMESRV, {"topic": "T\n"}),
     (codes.DELETE_TOPIC_IN_NAMESRV, {"topic": "T", "clusterName": "a b"}),
@@ -61,3 +60,35 @@ async def test_other_bad_requests(door, code, ext):
     r = await c.request(code, ext)
     assert r.code == SYSTEM_ERROR and r.remark, r
     assert await state(door) == before
+
+
+KV_BAD = ([{"namespace": n, "key": "k", "value": "v"} for n in [*KV_NAME_CASES, ""]]
+          + [{"namespace": "ns", "key": n, "value": "v"} for n in [*KV_NAME_CASES, ""]]
+          + [{"namespace": "ns", "key": "k", "value": v} for v in KV_VALUE_CASES])
+
+
+@pytest.mark.parametrize("ext", KV_BAD, ids=lambda e: repr(e)[:60])
+@pytest.mark.parametrize("serialize", ["JSON", "ROCKETMQ"])
+async def test_bad_kv_names_and_values(door, ext, serialize):
+    c = await door.client()
+    before = await state(door)
+    r = await c.request(codes.PUT_KV_CONFIG, ext, serialize=serialize)
+    assert r.code == SYSTEM_ERROR and r.remark, r
+    assert await state(door) == before
+
+
+@pytest.mark.parametrize("name", KV_NAMES_KEPT, ids=repr)
+@pytest.mark.parametrize("serialize", ["JSON", "ROCKETMQ"])
+async def test_kv_names_java_keeps_are_kept(door, name, serialize):
+    """Any text but control characters, as namespace and as key, read back as written by each request (issue 42)."""
+    c = await door.client()
+    for ns, key in ((name, "k"), ("ns", name)):
+        r = await c.request(codes.PUT_KV_CONFIG, {"namespace": ns, "key": key, "value": name}, serialize=serialize)
+        assert r.code == 0, r
+        r = await c.request(codes.GET_KV_CONFIG, {"namespace": ns, "key": key}, serialize=serialize)
+        assert (r.code, r.ext_fields) == (0, {"value": name})
+        r = await c.request(codes.GET_KVLIST_BY_NAMESPACE, {"namespace": ns}, serialize=serialize)
+        assert fastjson.loads(r.body)["table"][key] == name
+        assert (await c.request(codes.DELETE_KV_CONFIG, {"namespace": ns, "key": key})).code == 0
+        r = await c.request(codes.GET_KV_CONFIG, {"namespace": ns, "key": key})
+        assert r.code != 0

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
-from tests.battery import FIELD_CASES, TOPIC_CASES
+from tests.battery import FIELD_CASES, KV_NAME_CASES, KV_NAMES_KEPT, KV_VALUE_CASES, TOPIC_CASES
 from tests.unit.conftest import master
 
 IDENT = {"clusterName": "C1", "brokerName": "broker-a", "brokerId": 0, "brokerAddr": "10.0.0.1:10911"}
@@ -96,7 +98,6 @@ async def test_malformed_json(client, raw):
     ("PUT", "/v1/kv/ns/k", {"value": 5}),
     ("PUT", "/v1/kv/ns/k", {"value": "x" * 70000}),
     ("PUT", "/v1/kv/ns/k", {}),
-    ("PUT", "/v1/kv/n%20s/k", {"value": "v"}),
     ("PUT", "/v1/config", {}),
     ("PUT", "/v1/config", {"enableTopicList": {"nested": 1}}),
     ("POST", "/v1/brokers/a%2Fb/wipe-write-perm", None),
@@ -116,3 +117,34 @@ async def test_body_limit_is_413(make_client):
                      headers={"Content-Type": "application/json"})
     assert r.status == 413
     assert (await r.json())["code"] == "PAYLOAD_TOO_LARGE"
+
+
+def _seg(name: str) -> str:
+    return quote(name, safe="")
+
+
+KV_BAD = ([(f"/v1/kv/{_seg(n)}/k", "v") for n in KV_NAME_CASES] + [(f"/v1/kv/ns/{_seg(n)}", "v") for n in KV_NAME_CASES]
+          + [("/v1/kv/ns/k", v) for v in KV_VALUE_CASES])
+
+
+@pytest.mark.parametrize(("path", "value"), KV_BAD, ids=lambda x: repr(x)[:60])
+async def test_bad_kv_names_and_values(client, path, value):
+    before = await version(client)
+    r = await client.put(path, json={"value": value})
+    assert 400 <= r.status < 500, (r.status, await r.text())
+    assert (await r.json())["code"] == "INVALID_ARGUMENT"
+    assert await version(client) == before
+    assert (await client.get("/v1/kv")).status == 200 and (await (await client.get("/v1/kv")).json()) == {
+        "namespaces": []}
+
+
+@pytest.mark.parametrize("name", KV_NAMES_KEPT, ids=repr)
+async def test_kv_names_java_keeps_are_kept(client, name):
+    """Any text but control characters, as namespace and as key, percent-encoded as one path segment (issue 42)."""
+    for ns, key in ((name, "k"), ("ns", name)):
+        r = await client.put(f"/v1/kv/{_seg(ns)}/{_seg(key)}", json={"value": name})
+        assert r.status == 200, await r.text()
+        assert await (await client.get(f"/v1/kv/{_seg(ns)}/{_seg(key)}")).json() == {"value": name}
+        assert (await (await client.get(f"/v1/kv/{_seg(ns)}")).json())["table"] == {key: name}
+        assert ns in (await (await client.get("/v1/kv")).json())["namespaces"]
+        assert await (await client.delete(f"/v1/kv/{_seg(ns)}/{_seg(key)}")).json() == {"deleted": True}

@@ -90,6 +90,18 @@ async def test_a_version_gap_or_star_flushes_everything():
     assert c.lookup("T") is None
 
 
+async def test_an_event_line_it_cannot_read_flushes_instead_of_failing():
+    """A `=` line without its queue data (before issue 42, an ORDER_TOPIC_CONFIG key "=x" was published as it is)
+    raised IndexError out of the subscription, which then logged "subscription lost" and resubscribed."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    c.apply_event("8\nX")
+    await c.fill("T", lambda: fetched(route()))
+    c.apply_event("9\t2\n=x\n!*")
+    assert c.lookup("T") is None and len(c) == 0
+
+
 async def test_absent_topics_are_remembered_within_a_fixed_count():
     clock = Clock()
     c = cache(clock, max_missing=100)
