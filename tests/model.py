@@ -272,6 +272,21 @@ class RouteModel:
     def kv_put(self, ns, key, value):
         self.kv.setdefault(ns, {})[key] = value
 
+    def kv_delete(self, ns, key):
+        if ns in self.kv:
+            self.kv[ns].pop(key, None)
+
+    def kv_import(self, table, replace, dry_run):
+        """Every namespace of `table` at once (merge, or replace its keys); each one's state before."""
+        before = {ns: (ns in self.kv, dict(self.kv.get(ns, {}))) for ns in table}
+        if not dry_run:
+            for ns, kv in table.items():
+                if replace:
+                    self.kv[ns] = dict(kv)
+                else:
+                    self.kv.setdefault(ns, {}).update(kv)
+        return before
+
     # ---------------------------------------------------------------- reads
     def route(self, topic, support_acting_master=False, order=False):
         qds = self.topics.get(topic)

@@ -43,6 +43,7 @@ from service.models import (
     ClusterInfo,
     DataVersion,
     HeartbeatResult,
+    KvImportResult,
     KvTable,
     LiveBroker,
     ReadAt,
@@ -51,10 +52,13 @@ from service.models import (
     TopicList,
     TopicRouteData,
     address,
+    boolean,
     entity_name,
     is_system_topic,
+    kv_config,
     kv_name,
     kv_value,
+    obj,
     parse_queue_datas,
     topic_name,
 )
@@ -137,6 +141,14 @@ def prepare_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterB
                          ) -> RegisterBroker:
     """Decode and validate a registration body, topics compacted: what a parser process sends back."""
     return parse_registration(decode, raw).compact()
+
+
+def parse_kv_import(decode: Callable[[bytes], Any], raw: bytes) -> tuple[dict[str, dict[str, str]], bool, bool]:
+    """A KV import body, {configTable, replace?, dryRun?}, decoded and checked entry by entry (kv_config): the
+    table, replace, dry run. Large ones are parsed in a parser process, as large registrations are."""
+    body = obj(decode(raw), "body")
+    return (kv_config(body.get("configTable")), bool(boolean(body.get("replace"), "replace")),
+            bool(boolean(body.get("dryRun"), "dryRun")))
 
 
 class NameServer:
@@ -487,6 +499,29 @@ class NameServer:
     async def kv_list(self, who: Principal, namespace: str) -> KvTable:
         self.access.require(who, Role.READ)
         return KvTable(await self.store.kv_list(kv_name(namespace, "namespace")))
+
+    async def kv_import(self, who: Principal, raw: bytes, decode: Callable[[bytes], Any]) -> KvImportResult:
+        """A whole KV config written in one step (every namespace, or nothing: one entry that breaks a rule refuses
+        the import, naming each such entry), or only compared with what is stored (`dryRun`, read role). The
+        answer comes from the same script as the write: what the import changed, not what a read before it saw."""
+        self.access.require(who, Role.READ)
+        if len(raw) < OFFLOAD_BYTES:
+            table, replace, dry_run = parse_kv_import(decode, raw)
+        else:
+            if self._parsers is None:
+                self._parsers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            table, replace, dry_run = await asyncio.get_running_loop().run_in_executor(
+                self._parsers, parse_kv_import, decode, raw)
+        if not dry_run:
+            self.access.require(who, Role.ADMIN)
+        before = await self.store.kv_import(table, replace=replace, dry_run=dry_run)
+        return KvImportResult.of(table, before, dry_run=dry_run, replace=replace)
+
+    async def kv_export(self, who: Principal, namespaces: list[str]) -> dict[str, dict[str, str]]:
+        """The whole KV config at one instant, as Java's kvConfig.json holds it (emptied namespaces too), or only
+        the namespaces named (those that exist)."""
+        self.access.require(who, Role.READ)
+        return await self.store.kv_export([kv_name(n, "namespace") for n in namespaces])
 
     async def kv_namespaces(self, who: Principal) -> list[str]:
         """The KV namespaces, sorted (no RocketMQ code: Java has no way to list them)."""

@@ -286,6 +286,18 @@ async def kv_list(request: web.Request) -> web.Response:
     return reply(table.to_dict())
 
 
+async def kv_config(request: web.Request) -> web.Response:
+    """The whole KV config in the layout of Java's kvConfig.json ({configTable}); ?namespace=N (repeatable): only
+    those."""
+    table = await request.app[NS].kv_export(principal(request), request.query.getall("namespace", []))
+    return reply({"configTable": table})
+
+
+async def kv_import(request: web.Request) -> web.Response:
+    res = await request.app[NS].kv_import(principal(request), await read_body(request), json_object)
+    return reply(res.to_dict())
+
+
 async def kv_namespaces(request: web.Request) -> web.Response:
     return reply({"namespaces": await request.app[NS].kv_namespaces(principal(request))})
 

@@ -6,8 +6,8 @@ stalled a worker's event loop for seconds and took 500 MB. Now a route that read
 checked from `Authorization` first (401/403 at once), a declared `Content-Length` over the endpoint's limit is
 413 at once, and the body is then read with that limit (a chunked body is cut off at it). A refusal sent before
 the body was read closes the connection instead of reading the rest to discard it. Every limit but the
-registration's is at most 256 KiB, so no JSON of megabytes is parsed on the event loop (large registrations
-are parsed in a separate process: service/core/nameserver.py).
+registration's and the KV import's is at most 256 KiB, so no JSON of megabytes is parsed on the event loop (large
+registrations and imports are parsed in a separate process: service/core/nameserver.py).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ REGISTRATION = -1  # the registration's limit is a setting: NAMESRV_MAX_BODY_BYT
 BROKER_CALL_BYTES = 16 * KIB  # heartbeat, unregister: four identity fields and a data version
 TOPIC_ROUTE_BYTES = 256 * KIB  # PUT /v1/topics/{t}/route: queue data of some 2 500 brokers
 KV_BYTES = 256 * KIB  # PUT /v1/kv/…: a value of up to 64 Ki characters (models.MAX_KV_VALUE), JSON-escaped
+KV_IMPORT = REGISTRATION  # POST /v1/kv-config/import: a whole kvConfig.json (parsed apart from 256 KiB on)
 CONFIG_BYTES = 16 * KIB  # PUT /v1/config: a handful of runtime switches
 CONSOLE_LOGIN_BYTES = 4 * KIB  # the console's login form: a token and a path
 

@@ -69,6 +69,11 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/v1/kv/{namespace}/{key}", h.kv_delete, "admin", "Delete a KV config item", "102"),
     Route("GET", "/v1/kv/{namespace}", h.kv_list, "read", "List a KV namespace", "219"),
     Route("GET", "/v1/kv", h.kv_namespaces, "read", "KV namespaces ({namespaces}, sorted)"),
+    Route("GET", "/v1/kv-config", h.kv_config, "read",
+          "The whole KV config at one instant, as Java's kvConfig.json ({configTable}; ?namespace=N repeatable)"),
+    Route("POST", "/v1/kv-config/import", h.kv_import, "read",
+          "Import a whole KV config in one step ({configTable, replace?, dryRun?}; admin unless dryRun): what "
+          "changed per namespace and key", "", "KvImport", limits.KV_IMPORT),
     Route("GET", "/v1/config", h.get_config, "admin", "Effective configuration (secrets masked)", "319"),
     Route("PUT", "/v1/config", h.put_config, "admin", "Change runtime switches (shared by all workers)", "318",
           "ConfigChange", limits.CONFIG_BYTES),
@@ -114,6 +119,10 @@ SCHEMAS: dict[str, Any] = {
                                                                   "perm"],
                                    "properties": {"brokerName": {"type": "string"}, **_TOPIC_CONFIG["properties"]}}}}},
     "KvValue": {"type": "object", "required": ["value"], "properties": {"value": {"type": "string"}}},
+    "KvImport": {"type": "object", "required": ["configTable"],
+                 "properties": {"configTable": {"type": "object", "additionalProperties": {
+                     "type": "object", "additionalProperties": {"type": "string"}}},
+                     "replace": {"type": "boolean"}, "dryRun": {"type": "boolean"}}},
     "ConfigChange": {"type": "object", "additionalProperties": {"type": ["string", "boolean", "integer"]}},
     "Error": {"type": "object", "required": ["code", "rocketmqCode", "message"],
               "properties": {"code": {"type": "string"}, "rocketmqCode": {"type": "integer"},

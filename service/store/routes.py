@@ -576,6 +576,29 @@ class RouteStore(ChangeEvents):
             raise QueryNotFound(f"No config item, Namespace: {namespace}")
         return dict(_pairs(res[1]))
 
+    async def kv_import(self, table: Mapping[str, Mapping[str, str]], *, replace: bool,
+                        dry_run: bool) -> dict[str, tuple[bool, dict[str, str]]]:
+        """Write every namespace of `table` in one script (kvImport-2), or with `dry_run` only read them: each
+        namespace's state before, {namespace: (existed, {key: value})}, from the same script as the write."""
+        args: list[str] = ["dry" if dry_run else "apply", _flag(replace), str(len(table))]
+        entries = 0
+        for ns, kv in table.items():
+            args += [ns, str(len(kv))]
+            for k, v in kv.items():
+                args += [k, v]
+            entries += len(kv)
+        res = await self._run("kvImport", self._fixed["kvImport"], *args, client=self.bulk_redis,
+                              deadline=self.limits.bulk(entries), wait=not dry_run)
+        return {ns: (bool(int(existed)), dict(_pairs(before)))
+                for ns, (existed, before) in zip(table, res, strict=True)}
+
+    async def kv_export(self, namespaces: Sequence[str] = ()) -> dict[str, dict[str, str]]:
+        """The whole KV config at one instant (kvExport-1), emptied namespaces included; or only `namespaces`
+        (those that exist). Sorted by namespace."""
+        res = await self._run("kvExport", self._fixed["kvExport"], *namespaces, client=self.bulk_redis,
+                              deadline=self.limits.bulk_deadline_s)
+        return dict(sorted((ns, dict(_pairs(kv))) for ns, kv in _pairs(res)))
+
     @bounded()
     async def kv_namespaces(self) -> list[str]:
         """The KV namespaces holding at least one key, sorted: SMEMBERS, then EXISTS of each in one pipeline.

@@ -293,7 +293,8 @@ class Differential(RuleBasedStateMachine):
 
     # ---- KV
 
-    @rule(ns=st.integers(0, 2), key=st.sampled_from(KV_KEYS), value=st.sampled_from(["broker-a:4", "v;2", "x", "värde\t2"]))
+    @rule(ns=st.integers(0, 2), key=st.sampled_from(KV_KEYS),
+          value=st.sampled_from(["broker-a:4", "v;2", "x", "värde\t2"]))
     def kv_put(self, ns, key, value):
         self.touched_kv.add((self.kv_ns[ns], key))
         self.both(codes.PUT_KV_CONFIG, {"namespace": self.kv_ns[ns], "key": key, "value": value})

@@ -225,6 +225,8 @@ async def test_the_store_passes_each_script_exactly_its_declared_keys():
     await s.kv_get("NS", "k")
     await s.kv_list("NS")
     await s.kv_delete("NS", "k")
+    await s.kv_import({"NS": {"k": "v"}}, replace=True, dry_run=False)
+    await s.kv_export()
     await s.put_runtime_config({"a": "b"})
     _ = [rows async for rows in s.snapshot_pages()]
     await s.chunked_registration(RegisterBroker("C1", "B3", 0, "10.0.0.3:1", "", {"T4": TopicConfig(),
@@ -278,11 +280,12 @@ async def test_scripts_write_the_keys_keys_py_names():
                                            {"T1": TopicConfig()}, filter_server_list=["10.0.0.1:1"]), now=1,
                             digest="d1")
     await s.kv_put(ORDER_TOPIC_CONFIG, "T1", "B1:8")
+    await s.kv_import({"NS2": {"k": "v"}, "NS3": {}}, replace=False, dry_run=False)
     await s.put_runtime_config({"x": "y"})
     expected = {k.topics, k.brokers, k.clusters, k.live, k.deadlines, k.filter_servers, k.version,
                 k.kv_namespaces, k.runtime_config, k.topic("T1"), k.broker_data("B1"), k.broker_addrs("B1"),
                 k.broker_topics("B1"), k.cluster("C1"), k.live_info("C1", "10.0.0.1:10911"),
-                k.kv(ORDER_TOPIC_CONFIG), k.topic_gens, k.registration("d1")}
+                k.kv(ORDER_TOPIC_CONFIG), k.kv("NS2"), k.topic_gens, k.registration("d1")}
     assert set(await r.keys("*")) == expected
     await r.aclose()
 

@@ -31,6 +31,8 @@ TOPICS = [f"T{i}" for i in range(8)] + ["rmq_sys_SYNC_BROKER_MEMBER_b0"]
 
 qd = st.tuples(st.sampled_from([1, 4, 8]), st.sampled_from([1, 4, 8]), st.sampled_from([2, 4, 6, 7]),
                st.sampled_from([0, 1, 2, 3]))
+KV_NAMESPACES = ["ORDER_TOPIC_CONFIG", "NS1", "名前 空間"]
+KV_KEYS = [*TOPICS[:3], "=T0", "键"]
 topic_tables = st.dictionaries(st.sampled_from(TOPICS), qd, max_size=5)
 
 
@@ -297,6 +299,19 @@ def make_machine(connect):
             self.model.kv_put("ORDER_TOPIC_CONFIG", t, v)
             self.run(self.store.kv_put("ORDER_TOPIC_CONFIG", t, v))
 
+        @rule(ns=st.sampled_from(KV_NAMESPACES), key=st.sampled_from(KV_KEYS))
+        def kv_delete(self, ns, key):
+            self.model.kv_delete(ns, key)
+            self.run(self.store.kv_delete(ns, key))
+
+        @rule(table=st.dictionaries(st.sampled_from(KV_NAMESPACES), st.dictionaries(
+                  st.sampled_from(KV_KEYS), st.sampled_from(["a:4", "b:8", "x"]), max_size=4), max_size=3),
+              replace=st.booleans(), dry_run=st.booleans())
+        def kv_import(self, table, replace, dry_run):
+            """A whole KV config in one step (issue 42): each namespace's state before, from the same script."""
+            want = self.model.kv_import(table, replace, dry_run)
+            assert self.run(self.store.kv_import(table, replace=replace, dry_run=dry_run)) == want
+
         @rule()
         def hold_sweeps(self):
             """From now on (until `release_sweeps`) a large broker's removal leaves its sweep under way."""
@@ -346,6 +361,7 @@ def make_machine(connect):
                 event("invariants checked with a sweep under way")
             else:
                 assert listed == set(self.model.topics)
+            assert self.run(self.store.kv_export()) == dict(sorted(self.model.kv.items()))
             live = self.run(self.client.zrange(self.store.keys.live, 0, -1))
             assert set(live) == self.model.live_members()
             self.run(check_invariants(self.client, self.store.keys.prefix))

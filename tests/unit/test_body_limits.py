@@ -122,11 +122,13 @@ async def test_the_console_login_form_is_small(make_client):
 
 
 def test_no_json_of_megabytes_is_parsed_on_the_event_loop():
-    """Every body limit but the registration's is at most 256 KiB; registrations from 256 KiB on are decoded in
-    a parser process (service/core/nameserver.py OFFLOAD_BYTES; tests/unit/test_registration_offload.py)."""
+    """Every body limit but the registration's and the KV import's is at most 256 KiB; registrations and imports
+    from 256 KiB on are decoded in a parser process (service/core/nameserver.py OFFLOAD_BYTES;
+    tests/unit/test_registration_offload.py, tests/unit/test_kv_config_api.py)."""
     from service.core.nameserver import OFFLOAD_BYTES
 
     gated = {r.path: r.max_body for r in ROUTES if r.max_body is not None}
-    assert gated["/v1/brokers/register"] == limits.REGISTRATION
-    assert all(0 < size <= OFFLOAD_BYTES for path, size in gated.items() if path != "/v1/brokers/register")
+    offloaded = ("/v1/brokers/register", "/v1/kv-config/import")
+    assert all(gated[path] == limits.REGISTRATION for path in offloaded)
+    assert all(0 < size <= OFFLOAD_BYTES for path, size in gated.items() if path not in offloaded)
     assert {r.path for r in ROUTES if r.method in ("POST", "PUT") and r.body} <= set(gated)

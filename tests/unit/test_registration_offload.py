@@ -63,3 +63,27 @@ async def test_errors_come_back_from_the_parser_process_intact(ns):
         await ns.register_broker(ADMIN, body(5000, bad_topic="bad topic"), decode=json_object)
     assert e.value.details == {"field": "topicConfigTable key"} and "only letters" in e.value.message
     assert await ns.store.version() == before
+
+
+def kv_body(n: int, bad_key: str | None = None) -> bytes:
+    table = {f"Topic-{i:06d}": f"broker-{i % 5}:16" for i in range(n)}
+    if bad_key:
+        table[bad_key] = "v"
+    return orjson.dumps({"configTable": {"ORDER_TOPIC_CONFIG": table}})
+
+
+async def test_a_large_kv_import_is_parsed_in_another_process_errors_intact(ns, tmp_path):
+    raw = kv_body(15_000)
+    assert len(raw) > OFFLOAD_BYTES
+    marker = tmp_path / "pid"
+    res = await ns.kv_import(ADMIN, raw, partial(decode_noting_pid, str(marker)))
+    assert res.totals()["added"] == 15_000 and int(marker.read_text()) != os.getpid()
+    small = tmp_path / "small"
+    await ns.kv_import(ADMIN, kv_body(10), partial(decode_noting_pid, str(small)))
+    assert int(small.read_text()) == os.getpid()
+    with pytest.raises(InvalidArgument) as e:
+        await ns.kv_import(ADMIN, kv_body(15_000, bad_key="k\x00"), json_object)
+    assert e.value.details["problems"] == [{"namespace": "ORDER_TOPIC_CONFIG", "key": "k\x00",
+                                            "problem": "key: control character U+0000 at position 1 "
+                                                       "(any other text is allowed)"}]
+    assert len(await ns.store.kv_list("ORDER_TOPIC_CONFIG")) == 15_000  # the refused import wrote nothing
