@@ -99,9 +99,10 @@ class HttpApi:
         self.token = token
         self.timeout = timeout
 
-    def call(self, method: str, path: str, body: Any = None, query: dict[str, str | None] | None = None) -> Any:
+    def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+        """`query`: a value None is left out, a list repeats the parameter."""
         q = {k: v for k, v in (query or {}).items() if v is not None}
-        url = self.base + path + ("?" + urlencode(q) if q else "")
+        url = self.base + path + ("?" + urlencode(q, doseq=True) if q else "")
         headers = {"Accept": "application/json", "User-Agent": f"namesrv-admin/{__version__}"}
         data = None
         if body is not None:
@@ -221,6 +222,15 @@ class HttpApi:
 
     def kv_namespaces(self) -> dict[str, Any]:
         return self.call("GET", "/v1/kv")
+
+    def kv_config(self, namespaces: list[str] | None = None) -> dict[str, Any]:
+        """The whole KV config at one instant ({configTable}), or only `namespaces` (those that exist)."""
+        return self.call("GET", "/v1/kv-config", query={"namespace": namespaces or None})
+
+    def kv_import(self, table: dict[str, dict[str, str]], *, replace: bool, dry_run: bool) -> dict[str, Any]:
+        """Every namespace of `table` in one step, or (dry_run) only what that would change."""
+        return self.call("POST", "/v1/kv-config/import", {"configTable": table, "replace": replace,
+                                                          "dryRun": dry_run})
 
     def config(self) -> dict[str, Any]:
         return self.call("GET", "/v1/config")

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from service import display
+from service.admin import kv_migrate
 from service.admin.client import (
     DEFAULT_SERVER,
     EXIT_NOT_FOUND,
@@ -115,6 +116,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask")
     p = action(kv_cmds, "list", "a namespace's keys and values; without one, the namespaces")
     p.add_argument("namespace", nargs="?")
+    kv_migrate.add_actions(kv_cmds, action)
 
     config = command("config", "NameServer settings (mqadmin getNamesrvConfig / updateNamesrvConfig)")
     config_cmds = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -330,10 +332,15 @@ def cmd_add_write_perm(api: Api, args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK
 
 
+KV_MIGRATE = {"import": kv_migrate.cmd_import, "export": kv_migrate.cmd_export, "copy": kv_migrate.cmd_copy}
+
+
 def cmd_kv(api: Api, args: argparse.Namespace, out: Out) -> int:
     from service.admin import render
 
     action = args.kv_command
+    if action in KV_MIGRATE:
+        return KV_MIGRATE[action](api, args, out)
     if action == "get":
         res = api.kv_get(args.namespace, args.key)
         out.data(res, lambda: res["value"])

@@ -328,7 +328,7 @@ def test_every_documented_exit_code_on_both_doors(server, door):
     assert admin(server, *at, "route", "OrderPaid", token=READ).returncode == 0
     assert admin(server, *at, "route", "NoSuchTopic").returncode == 1
     assert admin(server, *at, "kv", "get", "nope", "nope").returncode == 1
-    r = admin(server, *at, "kv", "put", "bad namespace", "k", "v")  # the server refuses the name
+    r = admin(server, *at, "kv", "put", "bad\tnamespace", "k", "v")  # the server refuses the name (a control character)
     assert r.returncode == 2 and "INVALID_ARGUMENT" in r.stderr, r.stderr
     assert admin(server, *at, "kv", "delete", "tmp", "k").returncode == 2  # destructive, nobody to ask
     assert admin(server, *at, "no-such-command").returncode == 2
