@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import uuid
+from pathlib import Path
 
 import orjson
 import pandas as pd
@@ -289,6 +291,7 @@ def test_full_run_over_hand_written_snapshots(spark, redis_server, client, tmp_p
     assert [(b["brokerName"], b["previousShare"], b["share"]) for b in trend["brokersGrew"]] == [
         ("b1", approx6(11 / 12), approx6(11.5 / 12))]
     assert trend["newlyFlagged"] == []
+    assert_doc_example_fields(second)
     assert [(c["cluster"], c["runAt"]) for c in trend["clusters"]] == [
         ("c1", summary["trend"]["clusters"][0]["runAt"]), ("c1", trend["clusters"][1]["runAt"])]
     history = pd.read_parquet(out / "history_topics.parquet")
@@ -366,3 +369,24 @@ def test_compute_then_render_then_publish(spark, redis_server, tmp_path):
         + ["report.html", "summary.json", "runs/3/report.html", "runs/3/summary.json"]
     )
     assert orjson.loads((tmp_path / "out" / "summary.json").read_bytes()) == orjson.loads(orjson.dumps(summary))
+
+
+def assert_doc_example_fields(summary: dict) -> None:
+    """docs/skew-report.md's summary.json example shows every top-level field of a real summary, and each field it
+    shows at any depth is one a real summary has there (the doc may leave some out: "…" keys, fields it lists in
+    prose)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "skew-report.md").read_text()
+    example = json.loads(re.search(r"`summary.json`, also `SET`.*?```json\n(.*?)```", doc, re.S).group(1))
+    assert example.keys() == summary.keys()
+
+    def walk(shown, real, path: str) -> None:
+        if isinstance(shown, dict) and isinstance(real, dict):
+            for key, value in shown.items():
+                if key == "…":
+                    continue
+                assert key in real, f"docs/skew-report.md shows {path}.{key}, a real summary has no such field"
+                walk(value, real[key], f"{path}.{key}")
+        elif isinstance(shown, list) and isinstance(real, list) and shown and real:
+            walk(shown[0], real[0], f"{path}[0]")
+
+    walk(example, summary, "summary")
