@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -86,6 +88,21 @@ def test_load_weights_json_and_csv(tmp_path):
     headerless = tmp_path / "h.csv"
     headerless.write_text("Orders,3\n")
     assert load_weights(headerless) == {"Orders": 3.0}
+
+
+def test_the_weights_files_docs_skew_report_shows_load_as_it_says(tmp_path):
+    """docs/skew-report.md's two example files (its ```json and ```csv blocks under "Traffic weights"), read by the
+    job's own loader: the same weights from both, and the JSON's "*" as the weight of every other topic."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "skew-report.md").read_text()
+    section = doc.split("### Traffic weights", 1)[1].split("\n#", 1)[0]
+    (j,) = re.findall(r"```json\n(.*?)```", section, re.S)
+    (c,) = re.findall(r"```csv\n(.*?)```", section, re.S)
+    (tmp_path / "w.json").write_text(j)
+    (tmp_path / "w.csv").write_text(c)
+    from_json, from_csv = load_weights(tmp_path / "w.json"), load_weights(tmp_path / "w.csv")
+    assert from_json == {"Orders": 1200.0, "Audit": 3.5, "*": 1.0}
+    assert from_csv == {k: v for k, v in from_json.items() if k != "*"}
+    assert (default_weight(from_json), default_weight(from_csv)) == (1.0, 0.0)
 
 
 @pytest.mark.parametrize(
