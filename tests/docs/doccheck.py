@@ -34,6 +34,12 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 DOC_PORTS = {"http": 8080, "remoting": 9876, "redis": 6379}
 
 
+def rel(path: Path) -> str:
+    """A doc's name in messages: relative to the repository (a doc elsewhere, as in the checker's own tests: its
+    file name)."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
+
+
 def checked_docs() -> list[Path]:
     """The docs whose shell blocks must be checked or marked: the README, docs/, and every top folder's README."""
     docs = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -66,7 +72,7 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.doc.relative_to(REPO)}:{self.line}"
+        return f"{rel(self.doc)}:{self.line}"
 
     @property
     def is_shell(self) -> bool:
@@ -268,5 +274,5 @@ class Shell:
 def report(block: Block, result: Result) -> str:
     shown = "\n".join("# " + x for x in result.command.expected) or "(nothing)"
     got = "".join("# " + x + "\n" for x in result.output.splitlines()) or "(nothing)\n"
-    return (f"{block.doc.relative_to(REPO)}:{result.command.line}: {result.problem}\n"
+    return (f"{rel(block.doc)}:{result.command.line}: {result.problem}\n"
             f"$ {result.command.text}\n--- the doc shows:\n{shown}\n--- it printed:\n{got}")

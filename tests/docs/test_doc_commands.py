@@ -17,16 +17,12 @@ import subprocess
 import pytest
 
 from tests.conftest import need
-from tests.docs.doccheck import REPO, SHELL_LANGS, Block, Shell, blocks, checked_docs, report
+from tests.docs.doccheck import REPO, SHELL_LANGS, Block, Shell, blocks, checked_docs, rel, report
 from tests.integration.conftest import Namesrv
 from tests.redis_server import RedisServer
 
 DOCS = checked_docs()
 RUN = [d for d in DOCS if any(b.checked for b in blocks(d))]
-
-
-def _rel(doc) -> str:
-    return str(doc.relative_to(REPO))
 
 
 def test_every_shell_block_is_checked_or_says_why_not():
@@ -80,7 +76,7 @@ class Servers:
                 redis.cleanup()
 
 
-@pytest.mark.parametrize("doc", RUN, ids=_rel)
+@pytest.mark.parametrize("doc", RUN, ids=rel)
 def test_doc_commands_print_what_the_doc_shows(doc):
     need("curl")
     servers = Servers()
@@ -93,7 +89,7 @@ def test_doc_commands_print_what_the_doc_shows(doc):
             failures += run_block(b, shell, servers)
     finally:
         servers.stop()
-    assert not failures, f"{len(failures)} command(s) of {_rel(doc)} differ from the doc:\n\n" + "\n".join(failures)
+    assert not failures, f"{len(failures)} command(s) of {rel(doc)} differ from the doc:\n\n" + "\n".join(failures)
 
 
 def run_block(b: Block, shell: Shell, servers: Servers) -> list[str]:
@@ -118,3 +114,23 @@ def test_the_first_screen_says_how_to_change_ports():
                              cwd=REPO, env=Shell({}).env).stdout.splitlines()
     assert f"NAMESRV_PORT={http}" in printed and f"NAMESRV_REMOTING_PORT={remoting}" in printed
     assert "NAMESRV_PORT" in first and "NAMESRV_REMOTING_PORT" in first
+
+
+def test_a_check_redis_block_runs_on_a_server_over_a_real_redis(tmp_path):
+    """`check redis`: the server the block talks to on 8080 keeps its registry on the redis-server the block reaches
+    on 6379 (both rewritten to the test's ports); a wrong output is reported with the doc's line."""
+    need("redis-server")
+    need("redis-cli")
+    doc = tmp_path / "d.md"
+    doc.write_text("```bash check redis\n"
+                   "curl -s -XPUT localhost:8080/v1/kv/NS/k -d '{\"value\": \"v\"}'\n"
+                   '# {"namespace":"NS","key":"k","value":"v"}\n'
+                   "redis-cli -p 6379 HGET '{nsrv}:kv:NS' k\n# v\n"
+                   "redis-cli -p 6379 HGET '{nsrv}:kv:NS' k\n# w\n```\n")
+    servers = Servers()
+    try:
+        (block,) = blocks(doc)
+        failures = run_block(block, Shell({}), servers)
+    finally:
+        servers.stop()
+    assert len(failures) == 1 and failures[0].startswith("d.md:6: output differs"), failures

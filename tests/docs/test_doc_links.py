@@ -10,17 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.doccheck import REPO, checked_docs
+from tests.docs.doccheck import REPO, checked_docs, rel
 
 DOCS = checked_docs()
 TOP_DIRS = sorted(p.name for p in REPO.iterdir() if p.is_dir() and not p.name.startswith(".") or p.name == ".ci")
 URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-
-
-def _rel(p: Path) -> str:
-    return str(p.relative_to(REPO))
 
 
 def slug(heading: str) -> str:
@@ -66,9 +62,9 @@ def _link_problems(doc: Path) -> list[str]:
             path, _, anchor = target.partition("#")
             dest = _resolve(path, doc) if path else doc
             if not dest.exists():
-                problems.append(f"{_rel(doc)}:{n}: link to {target}: no such file")
+                problems.append(f"{rel(doc)}:{n}: link to {target}: no such file")
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
-                problems.append(f"{_rel(doc)}:{n}: link to {target}: {_rel(dest)} has no heading #{anchor}")
+                problems.append(f"{rel(doc)}:{n}: link to {target}: {rel(dest)} has no heading #{anchor}")
     return problems
 
 
@@ -105,27 +101,27 @@ def _path_problems(doc: Path) -> list[str]:
         if in_code:
             line = line.split("→", 1)[0]  # in a command's comment, what follows → is what it writes, not a citation
         for m in DESIGN.finditer(line):
-            problems.append(f"{_rel(doc)}:{n}: cites {m.group(0)}: the design contract is not in the repository")
+            problems.append(f"{rel(doc)}:{n}: cites {m.group(0)}: the design contract is not in the repository")
         for path, anchor in CITED.findall(line):
             path = path.rstrip(".")
             if not _exists(path, REPO) and not _exists(path, doc.parent):
-                problems.append(f"{_rel(doc)}:{n}: cites {path}: not in the repository")
+                problems.append(f"{rel(doc)}:{n}: cites {path}: not in the repository")
             elif anchor and path.endswith(".md") and anchor[1:] not in anchors(REPO / path):
-                problems.append(f"{_rel(doc)}:{n}: cites {path}{anchor}: no such heading")
+                problems.append(f"{rel(doc)}:{n}: cites {path}{anchor}: no such heading")
         if local:
             for path, _anchor in local.findall(line):
                 path = path.rstrip(".")
                 if not _exists(path, doc.parent) and not _exists(path, REPO):
-                    problems.append(f"{_rel(doc)}:{n}: cites {path}: not in {_rel(doc.parent)}/")
+                    problems.append(f"{rel(doc)}:{n}: cites {path}: not in {rel(doc.parent)}/")
         for path, _anchor in MD_FILE.findall(line):
             if path.startswith("/"):
-                problems.append(f"{_rel(doc)}:{n}: names {path}: a path outside the repository")
+                problems.append(f"{rel(doc)}:{n}: names {path}: a path outside the repository")
             elif not (_exists(path, doc.parent) or _exists(path, REPO)):
-                problems.append(f"{_rel(doc)}:{n}: names {path}: no such file in the repository")
+                problems.append(f"{rel(doc)}:{n}: names {path}: no such file in the repository")
     return problems
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=_rel)
+@pytest.mark.parametrize("doc", DOCS, ids=rel)
 def test_links_anchors_and_cited_paths_resolve(doc):
     problems = _link_problems(doc) + _path_problems(doc)
     assert not problems, "\n".join(problems)

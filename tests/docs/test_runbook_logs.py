@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.doccheck import REPO, checked_docs
+from tests.docs.doccheck import REPO, checked_docs, rel
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
           "exception": logging.ERROR, "critical": logging.CRITICAL}
@@ -93,7 +93,7 @@ def _problems(doc: Path, messages: tuple[Message, ...]) -> list[str]:
     for n, cited in cited_log_lines(doc):
         candidates = [m for m in messages if len(m.literal.strip()) >= 3 and m.pattern().fullmatch(cited)]
         shown = [m for m in candidates if m.level >= DEFAULT_LEVEL]
-        where = f"{doc.relative_to(REPO) if doc.is_relative_to(REPO) else doc.name}:{n}"
+        where = f"{rel(doc)}:{n}"
         if not candidates:
             problems.append(f"{where}: no message in service/ can be the log line `{cited}`")
         elif not shown:
@@ -109,7 +109,7 @@ def test_the_runbooks_cite_log_lines():
     assert any(d.name == "operating.md" for d in DOCS_WITH_LOGS)
 
 
-@pytest.mark.parametrize("doc", DOCS_WITH_LOGS, ids=lambda d: str(d.relative_to(REPO)))
+@pytest.mark.parametrize("doc", DOCS_WITH_LOGS, ids=rel)
 def test_every_cited_log_line_is_one_the_code_writes(doc):
     problems = _problems(doc, code_messages())
     assert not problems, "\n".join(problems)
