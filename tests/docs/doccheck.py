@@ -32,6 +32,7 @@ CTRL_C = "^C"
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 # the ports a doc names, and the real ones a test server listens on instead (nothing else of a command is changed)
 DOC_PORTS = {"http": 8080, "remoting": 9876, "redis": 6379}
+MACHINE_ENV = {"COLUMNS", "LINES", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE"}
 
 
 def rel(path: Path) -> str:
@@ -214,12 +215,13 @@ class Result:
 class Shell:
     """Runs a doc's commands one after the other as a reader's shell would: each in bash from the repository root,
     stdout and stderr together, with the environment the commands before it exported (an `export` in one block
-    holds for the rest of the doc). The environment starts as the test's, without any NAMESRV_* setting."""
+    holds for the rest of the doc). The environment starts as the test's without any NAMESRV_* setting and without
+    what would make output depend on the machine running the test (a terminal width, forced colour)."""
 
     def __init__(self, ports: dict[str, int], timeout: float = 30.0) -> None:
         self.ports = ports
         self.timeout = timeout
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("NAMESRV_")}
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("NAMESRV_") and k not in MACHINE_ENV}
         # the virtualenv's `namesrv` and `python`, as for a reader who activated it
         bin_dir = str(Path(sys.executable).parent)
         self.env["PATH"] = bin_dir + os.pathsep + self.env.get("PATH", "")
