@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from tests.docs.doccheck import REPO, blocks
 from tests.redis_server import free_port
 
 SKEW_DOC = REPO / "docs" / "skew-report.md"
+PACKAGE_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "service", "lua")  # .dockerignore's allow-list
 
 
 def shipping_block() -> list[list[str]]:
@@ -50,14 +52,27 @@ print(json.dumps({
 }))
 """
 
+def test_the_sources_copied_are_what_the_image_build_copies():
+    allowed = [x[1:] for x in (REPO / ".dockerignore").read_text().split() if x.startswith("!")]
+    assert sorted(allowed) == sorted(PACKAGE_SOURCES)
+
+
 def test_the_wheel_the_docs_ship_builds_installs_and_runs_from_a_fresh_virtualenv(tmp_path):
     build, *rest = shipping_block()
     assert build == ["python", "-m", "build", "--wheel"], build
     doc_wheel = next(Path(w).name for cmd in rest for w in cmd if w.endswith(".whl"))
     assert any(cmd[:2] == ["pip", "install"] for cmd in rest), rest
 
-    # the doc's build line, with the output directory the test's (the clone's dist/ stays as it is)
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", tmp_path / "dist", REPO], cwd=REPO)
+    # the doc's build line, run in a copy of what the package is built from (what .dockerignore lets into the image
+    # build too), so the clone gets no build/ and the wheel can rely on nothing else of the clone
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in PACKAGE_SOURCES:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif (REPO / name).exists():
+            shutil.copy2(REPO / name, src / name)
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", tmp_path / "dist"], cwd=src)
     wheels = list((tmp_path / "dist").glob("*.whl"))
     assert [w.name for w in wheels] == [doc_wheel], "the doc names another wheel than the build makes"
 
