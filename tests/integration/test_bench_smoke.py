@@ -92,6 +92,12 @@ def test_remoting_bench_tiny(tmp_path):
     assert f"{res['native']['rps']:.0f}" in table and f"{res['ratio']:.2f}" in table
 
 
+# Three Python servers start under valgrind. Fully instrumented from the first instruction that took ~45 s of CPU,
+# 129 s of wall time at load 7 on 2 cores (past pytest's 120 s in a CI run, issue 39) and 290 s at load 12. Now
+# instrumentation starts after start-up and the three start together (benchmarks/instructions.py): 12 s of CPU,
+# 17-28 s at load 7, 42-81 s at load 8-12 with two busy loops added. A smoke test checks that the benchmark runs,
+# not how fast the machine is: 600 s is several times the worst of those.
+@pytest.mark.timeout(600)
 def test_instructions_bench_tiny(tmp_path):
     """The callgrind benchmark at tiny size: each count covers exactly the measured reads (counters zeroed after
     start-up and warm-up: start-up alone is billions of instructions), and the table shows the counts."""
