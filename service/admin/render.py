@@ -4,47 +4,146 @@ talks to a server."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from service import display
 
+PIPED_WIDTH = 1 << 20  # piped: no line is cut or wrapped, whatever COLUMNS says
+
 
 def make_console(file: TextIO | None = None) -> Console:
-    """Colours and the terminal's width on a terminal; plain text and no wrapping when piped. Markup and emoji
-    codes are off: a name or a KV value holding `[red]` or `:x:` is printed as written."""
+    """Colours and the terminal's width on a terminal; plain text and every value in full when piped. Markup and
+    emoji codes are off: a name or a KV value holding `[red]` or `:x:` is printed as written."""
     out = file or sys.stdout
     if out.isatty():
         return Console(file=out, highlight=False, markup=False, emoji=False)
-    return Console(file=out, highlight=False, markup=False, emoji=False, color_system=None,
-                   width=int(os.environ.get("COLUMNS") or 0) or 400, soft_wrap=True)
+    return Console(file=out, highlight=False, markup=False, emoji=False, color_system=None, width=PIPED_WIDTH,
+                   soft_wrap=True)
 
 
 def show(console: Console, renderable: RenderableType) -> None:
-    """Print; when piped, without the padding rich leaves at the end of table lines (kinder to grep and awk)."""
+    """Print; a line wider than the terminal is left to the terminal to wrap, never cut. Piped, without the padding
+    rich leaves at the end of table lines (kinder to grep and awk)."""
     if console.is_terminal:
-        console.print(renderable)
+        console.print(renderable, crop=False)
         return
     with console.capture() as captured:
         console.print(renderable)
     console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
-def table(*columns: str, title: str | None = None) -> Table:
-    """A plain aligned table; columns named with a trailing '>' are right-aligned (numbers)."""
-    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold", title=title,
-              title_justify="left", title_style="bold")
-    for c in columns:
-        right = c.endswith(">")
-        t.add_column(c.rstrip(">"), justify="right" if right else "left", no_wrap=True)
-    return t
+GAP, TIGHT_GAP = 3, 2  # cells between two columns: their padding and the (blank) rule; tighter when narrow
+
+
+@dataclass
+class Column:
+    header: str
+    right: bool = False
+    drop: int = 0  # 0: always shown; else the order in which it goes on a narrow terminal (1 first)
+    wrap: bool = False  # a list or a value: may wrap onto more lines inside its column
+
+
+@dataclass
+class Layout:
+    shown: list[int]  # the columns shown, by index
+    widths: list[int]  # theirs
+    headers: list[str]  # theirs, a long one split over lines where its values are narrower
+    gap: int
+
+    @property
+    def width(self) -> int:
+        return sum(self.widths) + self.gap * (len(self.widths) - 1)
+
+
+class FittedTable:
+    """A table laid out for the width it is printed in, as kubectl's are read: names, ids, roles and addresses are
+    never cut. On a narrow terminal the least useful columns go first (each table says which, in order), then
+    lists and values wrap inside their columns, then the columns move closer and a header wider than its values
+    takes two lines; a line still wider than the terminal is the terminal's to wrap. Piped, the width is
+    unlimited: every column, every value in full."""
+
+    def __init__(self, columns: list[Column], title: str | None = None) -> None:
+        self.columns = columns
+        self.title = title
+        self.rows: list[list[RenderableType]] = []
+
+    def add_row(self, *cells: RenderableType) -> None:
+        self.rows.append(list(cells))
+
+    def layout(self, width: int) -> Layout:
+        cols = self.columns
+        values = [max([_len(row[i]) for row in self.rows], default=0) for i in range(len(cols))]
+        natural = [max(cell_len(c.header), v) for c, v in zip(cols, values, strict=True)]
+        shown = list(range(len(cols)))
+        out = Layout(shown, natural, [c.header for c in cols], GAP)
+
+        def fits() -> bool:
+            out.widths = [widths[i] for i in shown]
+            out.headers = [headers[i] for i in shown]
+            return out.width <= width
+
+        widths, headers = list(natural), [c.header for c in cols]
+        for i in sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop):
+            if fits():
+                return out
+            shown.remove(i)
+        for i in sorted((i for i in shown if cols[i].wrap), key=lambda i: -natural[i]):
+            if fits():
+                return out
+            words = [len(w) for row in self.rows for w in _plain(row[i]).split()]
+            widths[i] = max(max(words, default=1), cell_len(cols[i].header), natural[i] - (out.width - width))
+        if fits():
+            return out
+        out.gap = TIGHT_GAP
+        for i in sorted(shown, key=lambda i: values[i] - natural[i]):  # the header wider than its values most
+            if fits():
+                return out
+            words = cols[i].header.split()
+            if len(words) > 1 and values[i] < natural[i]:
+                widths[i] = max(values[i], *(len(w) for w in words))
+                headers[i] = "\n".join(words)
+        fits()
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lay = self.layout(options.max_width)
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold", title=self.title,
+                  title_justify="left", title_style="bold", padding=(0, 1) if lay.gap == GAP else (0, 1, 0, 0))
+        for i, header, w in zip(lay.shown, lay.headers, lay.widths, strict=True):
+            c = self.columns[i]
+            t.add_column(header, justify="right" if c.right else "left", width=w, no_wrap=not c.wrap,
+                         overflow="fold")
+        for row in self.rows:
+            t.add_row(*(row[i] for i in lay.shown))
+        yield from console.render(t, options.update(width=max(options.max_width, lay.width)))
+
+
+def _plain(cell: RenderableType) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _len(cell: RenderableType) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
+
+
+def table(*columns: str, title: str | None = None, drop: tuple[str, ...] = (),
+          wrap: tuple[str, ...] = ()) -> FittedTable:
+    """An aligned table; columns named with a trailing '>' are right-aligned (numbers). `drop` names the columns
+    that may go on a narrow terminal, least useful first; `wrap` those that may wrap (lists, values). Every other
+    column is shown in full, always."""
+    names = [c.rstrip(">") for c in columns]
+    assert set(drop) | set(wrap) <= set(names), (drop, wrap)
+    return FittedTable([Column(n, c.endswith(">"), drop.index(n) + 1 if n in drop else 0, n in wrap)
+                        for n, c in zip(names, columns, strict=True)], title)
 
 
 def health(age_ms: int, timeout_ms: int) -> str:
@@ -56,10 +155,10 @@ def health(age_ms: int, timeout_ms: int) -> str:
 _STYLE = {"ok": "green", "warn": "yellow", "bad": "bold red"}
 
 
-def brokers(data: dict[str, Any], title: str | None = None) -> Table:
+def brokers(data: dict[str, Any], title: str | None = None) -> FittedTable:
     """GET /v1/brokers as a table: one row per live (cluster, address)."""
     t = table("CLUSTER", "BROKER", "ID>", "ROLE", "ADDRESS", "LAST HEARTBEAT>", "TIMEOUT>", "DATA VERSION", "TOPICS>",
-              title=title)
+              title=title, drop=("DATA VERSION", "TIMEOUT", "TOPICS"))
     for b in data["brokers"]:
         age = b.get("ageMillis", max(0, data["now"] - b["lastHeartbeat"]))
         t.add_row(b["cluster"], b["brokerName"], str(b["brokerId"]), display.role(b["brokerId"]), b["brokerAddr"],
@@ -90,12 +189,12 @@ def cluster_rows(info: dict[str, Any], live: dict[str, Any] | None) -> list[dict
     return rows
 
 
-def clusters(rows: list[dict[str, Any]]) -> Table:
+def clusters(rows: list[dict[str, Any]]) -> FittedTable:
     has_live = any("live" in r for r in rows)
     cols = ["CLUSTER", "BROKER GROUPS>", "MASTERS>", "ADDRESSES>"]
     if has_live:
         cols += ["LIVE>", "OLDEST HEARTBEAT>"]
-    t = table(*cols, "BROKERS")
+    t = table(*cols, "BROKERS", drop=("ADDRESSES", "MASTERS", "BROKER GROUPS"), wrap=("BROKERS",))
     for r in rows:
         cells: list[RenderableType] = [r["cluster"], str(len(r["brokerNames"])), str(r["masters"]), str(r["addresses"])]
         if has_live:
@@ -107,11 +206,11 @@ def clusters(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
-def topics(names: Iterable[str], own: dict[str, str] | None = None) -> Table:
+def topics(names: Iterable[str], own: dict[str, str] | None = None) -> FittedTable:
     """Topic names with their kind: `own` names the topics that are a cluster's or a broker's own name (RocketMQ's
     system topic list is made of them), the rest are told by their name (retry, dlq, system, normal)."""
     own = own or {}
-    t = table("TOPIC", "KIND")
+    t = table("TOPIC", "KIND", drop=("KIND",))
     for name in names:
         t.add_row(name, own.get(name) or display.topic_kind(name))
     return t
@@ -120,7 +219,8 @@ def topics(names: Iterable[str], own: dict[str, str] | None = None) -> Table:
 def route(topic: str, data: dict[str, Any]) -> Group:
     """A TopicRouteData: queues per broker (with its addresses), then order config and filter servers."""
     queues = {q["brokerName"]: q for q in data.get("queueDatas", [])}
-    t = table("BROKER", "CLUSTER", "ADDRESSES", "WRITE>", "READ>", "PERM", "SYSFLAG>", title=f"Route of {topic}")
+    t = table("BROKER", "CLUSTER", "ADDRESSES", "WRITE>", "READ>", "PERM", "SYSFLAG>", title=f"Route of {topic}",
+              drop=("SYSFLAG",), wrap=("ADDRESSES",))
     for b in sorted(data.get("brokerDatas", []), key=lambda b: b["brokerName"]):
         q = queues.get(b["brokerName"], {})
         addrs = ", ".join(f"{a} ({display.role(int(i))})" for i, a in sorted(b.get("brokerAddrs", {}).items(),
@@ -135,23 +235,23 @@ def route(topic: str, data: dict[str, Any]) -> Group:
     return Group(*parts)
 
 
-def kv(namespace: str, data: dict[str, str]) -> Table:
-    t = table("KEY", "VALUE", title=f"KV {namespace}")
+def kv(namespace: str, data: dict[str, str]) -> FittedTable:
+    t = table("KEY", "VALUE", title=f"KV {namespace}", wrap=("VALUE",))
     for k, v in sorted(data.items()):
         t.add_row(k, v)
     return t
 
 
-def namespaces(names: list[str]) -> Table:
+def namespaces(names: list[str]) -> FittedTable:
     t = table("NAMESPACE")
     for n in names:
         t.add_row(n)
     return t
 
 
-def config(data: dict[str, Any]) -> Table:
+def config(data: dict[str, Any]) -> FittedTable:
     runtime = set(data.get("runtime") or ())
-    t = table("SETTING", "VALUE", "CHANGE AT RUN TIME")
+    t = table("SETTING", "VALUE", "CHANGE AT RUN TIME", drop=("CHANGE AT RUN TIME",), wrap=("VALUE",))
     for name, value in sorted(data["config"].items()):
         shown = str(value).lower() if isinstance(value, bool) else str(value)
         t.add_row(name, shown, "yes" if name in runtime else "")
@@ -169,14 +269,15 @@ def skew(summary: dict[str, Any], top: int) -> Group:
         f"{totals.get('topics', '-')} topics, {totals.get('brokers', '-')} brokers, {totals.get('clusters', '-')} "
         f"clusters; worsening {totals.get('worsening', '-')}; flags: {flags}")
     c = table("CLUSTER", "BROKERS>", "TOPICS>", "WRITE QUEUES>", "MAX SHARE>", "MAX/MEAN>", "CV>", "GINI>",
-              title="Clusters")
+              title="Clusters", drop=("MAX/MEAN", "CV", "WRITE QUEUES", "BROKERS", "TOPICS"))
     for r in summary.get("clusters") or []:
         c.add_row(r.get("cluster", ""), str(r.get("brokers", "")), str(r.get("topics", "")),
                   str(r.get("writeQueues", "")), display.share(r.get("maxShare")),
                   display.number(r.get("maxMeanRatio")), display.number(r.get("cv")), display.number(r.get("gini")))
     listed = (summary.get("topics") or [])[:top]
     t = table("CLUSTER", "TOPIC", "BROKERS>", "WRITE QUEUES>", "MAX SHARE>", "GINI>", "FLAGS",
-              title=f"Most skewed topics (top {len(listed)})")
+              title=f"Most skewed topics (top {len(listed)})", drop=("WRITE QUEUES", "BROKERS", "GINI"),
+              wrap=("FLAGS",))
     for r in listed:
         share = display.share(r.get("maxShare"))
         t.add_row(r.get("cluster", ""), r.get("topic", ""), str(r.get("brokers", "")), str(r.get("writeQueues", "")),
@@ -185,7 +286,8 @@ def skew(summary: dict[str, Any], top: int) -> Group:
     parts: list[RenderableType] = [head, c, t]
     worsening = (summary.get("worsening") or [])[:top]
     if worsening:
-        wt = table("CLUSTER", "TOPIC", "FIRST MAX SHARE>", "NOW>", "CHANGE>", title="Worsening in the window")
+        wt = table("CLUSTER", "TOPIC", "FIRST MAX SHARE>", "NOW>", "CHANGE>", title="Worsening in the window",
+                   drop=("FIRST MAX SHARE",))
         for r in worsening:
             wt.add_row(r.get("cluster", ""), r.get("topic", ""), display.share(r.get("firstMaxShare")),
                        display.share(r.get("maxShare")), "+" + display.share(r.get("delta")))
@@ -198,7 +300,9 @@ def skew_history(runs: list[dict[str, Any]]) -> RenderableType:
     if not runs:
         return Text("no skew runs kept yet: the skew job stores one per run (docs/skew-report.md)")
     t = table("GENERATED", "SNAPSHOT TAKEN", "SNAPSHOTS>", "ROWS>", "TOPICS>", "BROKERS>", "FLAGGED TOPICS",
-              "WORSENING>", "GINI BY CLUSTER", title=f"Skew runs (newest first, {len(runs)})")
+              "WORSENING>", "GINI BY CLUSTER", title=f"Skew runs (newest first, {len(runs)})",
+              drop=("ROWS", "SNAPSHOTS", "TOPICS", "SNAPSHOT TAKEN", "BROKERS", "WORSENING"),
+              wrap=("FLAGGED TOPICS", "GINI BY CLUSTER"))
     for r in runs:
         totals = r.get("totals") or {}
         flags = ", ".join(f"{k} {v}" for k, v in sorted((totals.get("flags") or {}).items()) if v) or "none"

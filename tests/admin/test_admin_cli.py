@@ -3,11 +3,15 @@ brokers registered, over HTTP and over the native door; tables, JSON, exit codes
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
+import re
 import select
+import struct
 import subprocess
 import sys
+import termios
 import time
 import uuid
 
@@ -53,8 +57,6 @@ def admin(server, *args: str, token: str | None = ADMIN, **extra: str) -> subpro
 
 def table(text: str) -> list[list[str]]:
     """Rows of a plain table, split on runs of 2+ spaces; the header rule line dropped."""
-    import re
-
     return [re.split(r"\s{2,}", line.strip()) for line in text.splitlines() if line.strip() and "───" not in line]
 
 
@@ -153,11 +155,14 @@ def test_skew_history(server):
     assert native.returncode == 2 and "use the HTTP door" in native.stderr
 
 
-def run_on_terminal(server, args: list[str], answer: bytes) -> tuple[int, str]:
-    """Run with stdin, stdout and stderr on a pseudo-terminal; type `answer` once the question is asked."""
+def run_on_terminal(server, args: list[str], answer: bytes, columns: int = 400) -> tuple[int, str]:
+    """Run with stdin, stdout and stderr on a pseudo-terminal `columns` wide; type `answer` once the question is
+    asked."""
     main, child = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "admin", *args], env=env_for(server),
-                            stdin=child, stdout=child, stderr=child, close_fds=True)
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "admin", *args],
+                            env=env_for(server, COLUMNS=str(columns)), stdin=child, stdout=child, stderr=child,
+                            close_fds=True)
     os.close(child)
     seen, answered = b"", False
     deadline = time.monotonic() + 30
@@ -423,3 +428,23 @@ def test_answers_that_looked_right_but_were_not(server):
         assert "no cluster named 'Nope' is registered (clusters: ClusterA, ClusterB)" in r.stderr
     r = admin(server, "delete-topic", "OrderPaid", "--cluster", "ClusterB")  # no queues there: nothing to ask
     assert r.returncode == 1 and "has no queues in cluster ClusterB" in r.stderr
+
+
+def test_tables_on_an_80_column_terminal_keep_every_name_id_role_and_address(server):
+    """`brokers` at 80 columns printed `B…` and `10.0.0.…` and dropped ID and ROLE; `clusters` and `route` cut
+    names. On a real terminal of 80 columns every one is whole and no line is longer; piped, every column is
+    there whatever COLUMNS says."""
+    code, seen = run_on_terminal(server, ["brokers"], b"", columns=80)
+    assert code == 0, seen
+    lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line) for line in seen.splitlines()]
+    assert "…" not in seen and all(len(line.rstrip()) <= 80 for line in lines), seen
+    shown = {line.split()[4]: line.split()[:4] for line in lines if ":10911" in line}
+    live = orjson.loads(admin(server, "--json", "brokers").stdout)["brokers"]
+    assert shown == {b["brokerAddr"]: [b["cluster"], b["brokerName"], str(b["brokerId"]),
+                                       "master" if b["brokerId"] == 0 else "slave"] for b in live}
+    for args in (["clusters"], ["route", "OrderPaid"]):
+        code, seen = run_on_terminal(server, args, b"", columns=80)
+        assert code == 0 and "…" not in seen, seen
+    assert "broker-a, broker-b, broker-c" in run_on_terminal(server, ["clusters"], b"", columns=80)[1]
+    piped = admin(server, "brokers", COLUMNS="80").stdout
+    assert table(piped)[0][-2:] == ["DATA VERSION", "TOPICS"] and "…" not in piped

@@ -190,3 +190,61 @@ def test_every_error_exits_alike_on_both_doors(cls):
     assert over_http.exit_code == over_rmq.exit_code == DOCUMENTED[cls.code]
     if cls.rocketmq_code == 1:  # SYSTEM_ERROR stands for many: the remark names ours
         assert (over_rmq.message, over_rmq.code) == (over_http.message, over_http.code) == ("the reason", cls.code)
+
+
+LONG_FLEET = {"now": 1_000_000, "brokers": [
+    {"cluster": "ClusterProduction", "brokerName": f"broker-orders-{g}", "brokerId": i,
+     "brokerAddr": f"10.200.100.{110 + 2 * n + i}:10911", "lastHeartbeat": 988_000, "ageMillis": 12_000 + 60_000 * i,
+     "heartbeatTimeoutMillis": 120_000, "dataVersion": {"counter": 3, "timestamp": 1_700_000_000_000,
+                                                         "stateVersion": 0}, "topicCount": 12}
+    for n, g in enumerate("ab") for i in (0, 1)]}
+
+
+def on_terminal(renderable, columns: int) -> list[str]:
+    from rich.console import Console
+
+    out = io.StringIO()
+    render.show(Console(file=out, width=columns, force_terminal=True, color_system=None), renderable)
+    return [line.rstrip() for line in out.getvalue().splitlines()]
+
+
+def test_a_narrow_terminal_drops_columns_and_never_cuts_a_name_id_role_or_address():
+    """At 80 columns `brokers` printed `B…` and `10.0.0.…`, dropped ID and ROLE and kept DATA VERSION: now the
+    least useful columns go first and what identifies a broker is printed whole (issue 39)."""
+    lines = on_terminal(render.brokers(LONG_FLEET), 80)
+    text = "\n".join(lines)
+    assert "…" not in text and all(len(line) <= 80 for line in lines), text
+    for b in LONG_FLEET["brokers"]:
+        row = next(line.split() for line in lines if b["brokerAddr"] in line)
+        assert row[:5] == [b["cluster"], b["brokerName"], str(b["brokerId"]), display.role(b["brokerId"]),
+                           b["brokerAddr"]]
+    assert "DATA VERSION" not in text and "TIMEOUT" not in text  # the least useful went first
+    assert "HEARTBEAT" in text  # what the command is for stays
+    wide = "\n".join(on_terminal(render.brokers(LONG_FLEET), 120))
+    assert "TOPICS" in wide and "TIMEOUT" in wide and "DATA VERSION" not in wide  # dropped in the order given
+    assert "counter 3 · 2023-11-14 22:13:20 UTC" in "\n".join(on_terminal(render.brokers(LONG_FLEET), 200))
+
+
+def test_when_even_the_kept_columns_are_wider_the_terminal_wraps_rather_than_anything_being_cut():
+    lines = on_terminal(render.brokers(LONG_FLEET), 40)
+    text = "\n".join(lines)
+    assert "…" not in text and "10.200.100.113:10911" in text and "broker-orders-b" in text
+
+
+def test_lists_and_values_wrap_inside_their_column_whole_words_kept():
+    info = {"clusterAddrTable": {"ClusterProduction": [f"broker-with-a-long-name-{i}" for i in range(6)]},
+            "brokerAddrTable": {}}
+    lines = on_terminal(render.clusters(render.cluster_rows(info, None)), 80)
+    text = "\n".join(lines)
+    assert all(len(line) <= 80 for line in lines) and "…" not in text
+    assert all(f"broker-with-a-long-name-{i}" in text for i in range(6))  # each name whole on its line
+    lines = on_terminal(render.kv("ns", {"key": "v" * 150}), 80)
+    assert "".join(line.split()[-1] for line in lines[3:]).endswith("v" * 150)  # folded, not cut
+
+
+def test_piped_output_is_whole_whatever_columns_says(monkeypatch):
+    """A pipe gets every column and every value in full, even with COLUMNS=80 in the environment."""
+    monkeypatch.setenv("COLUMNS", "80")
+    text = text_of(render.brokers(LONG_FLEET))
+    assert "counter 3 · 2023-11-14 22:13:20 UTC" in text and "TIMEOUT" in text and "…" not in text
+    assert max(len(line) for line in text.splitlines()) > 80
