@@ -1,0 +1,260 @@
+"""The system under test: real `namesrv serve` workers on one real Redis (a redis-server, or a Sentinel topology),
+each worker its own process on its own loopback ports, so a fault can hit one of them (SIGKILL and a restart on the
+same ports, SIGSTOP/SIGCONT) while the traffic goes on through the others.
+
+`source` runs the workers from another copy of the source tree (tests/robustness/planted.py makes one with a
+planted bug); the default is this checkout. `Observer` listens to the registry's change events, only to date
+expiries (the one write no client makes) in the history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from tests.namesrv_load import topology_env
+from tests.redis_server import RedisServer, free_port
+from tests.redis_topology import SentinelTopology
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = "rb"
+
+
+@dataclass
+class Worker:
+    """One `namesrv serve` process (one worker: no supervisor between the signal and the worker)."""
+
+    index: int
+    env: dict[str, str]
+    source: Path
+    port: int = field(default_factory=free_port)
+    remoting_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+    log_path: str = ""
+    stopped: bool = False  # SIGSTOPped
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def name(self) -> str:
+        return f"w{self.index}"
+
+    def start(self) -> Worker:
+        env = {**self.env, "NAMESRV_PORT": str(self.port), "NAMESRV_REMOTING_PORT": str(self.remoting_port),
+               "PYTHONPATH": str(self.source)}
+        log = open(self.log_path, "ab")  # noqa: SIM115 (kept open by the child)
+        log.write(f"---- start {time.monotonic():.3f}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=env, cwd=self.source,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.stopped = False
+        return self
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/readyz", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"worker {self.name} exited: {self.tail()}")
+            if await asyncio.to_thread(self.ready):
+                return
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"worker {self.name} not ready: {self.tail()}")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        if sig == signal.SIGSTOP:
+            self.stopped = True
+        elif sig == signal.SIGCONT:
+            self.stopped = False
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            if self.stopped:
+                self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+        self.stopped = False
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.stopped:
+            self.signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def tail(self, n: int = 3000) -> str:
+        try:
+            return Path(self.log_path).read_bytes()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+
+class Observer:
+    """Subscribed to `{P}:changes`: when each broker's removal was published (`!<brokerName>` lines), on the
+    history's clock. Reconnects by itself (a `CLIENT KILL TYPE pubsub` hits it too)."""
+
+    def __init__(self, client_factory: Any, prefix: str, clock: Any) -> None:
+        self._client_factory = client_factory
+        self.channel = "{" + prefix + "}:changes"
+        self._clock = clock
+        self.events: list[tuple[int, str]] = []  # (time, payload)
+        self.gaps: list[tuple[int, int]] = []  # (lost at, subscribed again at): events may be missing in between
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        ready = asyncio.Event()
+        self._task = asyncio.create_task(self._run(ready))
+        await asyncio.wait_for(ready.wait(), 10)
+
+    async def _run(self, ready: asyncio.Event) -> None:
+        lost: int | None = None
+        while True:
+            client = self._client_factory()
+            try:
+                async with client.pubsub() as ps:
+                    await ps.subscribe(self.channel)
+                    if lost is not None:
+                        self.gaps.append((lost, self._clock()))
+                        lost = None
+                    ready.set()
+                    async for msg in ps.listen():
+                        if msg.get("type") == "message":
+                            self.events.append((self._clock(), msg["data"]))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if lost is None:
+                    lost = self._clock()
+                await asyncio.sleep(0.05)
+            finally:
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def changes_of(self, broker: str) -> list[int]:
+        """When a change to this broker's registration state was published (it may have been removed)."""
+        out = []
+        for at, payload in self.events:
+            for line in payload.split("\n")[1:]:
+                if line == "!" + broker or line == "!*" or line == "*" or line == "@" + broker:
+                    out.append(at)
+                    break
+        return out
+
+
+@dataclass
+class Settings:
+    """What a scenario's registry runs with. Times are short so expiry happens inside a run."""
+
+    workers: int = 2
+    broker_timeout_ms: int = 6000  # what a broker that does not send its own timeout gets
+    scan_interval_ms: int = 1000
+    heartbeat_flush_ms: int = 1000  # the default: the declared loss window is the product's own
+    staleness_ms: int = 1000  # the route cache's staleness bound (the default): Δ
+    chunk_topics: int = 100
+    sentinel: bool = False
+    wait_replicas: int = 0
+    wait_registrations: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class Registry:
+    """Redis plus the workers, started and stopped together."""
+
+    def __init__(self, settings: Settings, workdir: Path, source: Path | None = None) -> None:
+        self.settings = settings
+        self.workdir = workdir
+        self.source = source or ROOT
+        self.redis: RedisServer | None = None
+        self.topology: SentinelTopology | None = None
+        self.workers: list[Worker] = []
+        self.prefix = PREFIX
+
+    def worker_env(self) -> dict[str, str]:
+        s = self.settings
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NAMESRV_")}
+        env.update({"NAMESRV_KEY_PREFIX": self.prefix, "NAMESRV_HOST": "127.0.0.1", "NAMESRV_WORKERS": "1",
+                    "NAMESRV_SNAPSHOT_INTERVAL_S": "0", "NAMESRV_LOG_LEVEL": "INFO",
+                    "NAMESRV_BROKER_TIMEOUT_MS": str(s.broker_timeout_ms),
+                    "NAMESRV_SCAN_INTERVAL_MS": str(s.scan_interval_ms), "NAMESRV_SCAN_FIRST_DELAY_MS": "500",
+                    "NAMESRV_HEARTBEAT_FLUSH_MS": str(s.heartbeat_flush_ms),
+                    "NAMESRV_ROUTE_CACHE_STALENESS_MS": str(s.staleness_ms),
+                    "NAMESRV_REGISTRATION_CHUNK_TOPICS": str(s.chunk_topics),
+                    "NAMESRV_ANNOUNCE_LEASE_MS": "60000", "NAMESRV_DRAIN_GRACE_S": "2"})
+        if s.wait_replicas:
+            env["NAMESRV_REDIS_WAIT_REPLICAS"] = str(s.wait_replicas)
+            env["NAMESRV_REDIS_WAIT_REGISTRATIONS"] = "true" if s.wait_registrations else "false"
+        if self.topology is not None:
+            env.update({f"NAMESRV_{k.upper()}": v for k, v in topology_env(self.topology).items()})
+        else:
+            assert self.redis is not None
+            env["NAMESRV_REDIS_URL"] = self.redis.url
+        env.update(s.extra_env)
+        return env
+
+    def redis_client(self) -> aioredis.Redis:
+        """A client of the current primary (not following a failover by itself: ask again after one)."""
+        if self.topology is not None:
+            host, port = self.topology.master_addr()
+            return aioredis.Redis(host=host, port=port, decode_responses=True, socket_timeout=2)
+        assert self.redis is not None
+        return aioredis.Redis.from_url(self.redis.url, decode_responses=True, socket_timeout=2)
+
+    async def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.settings.sentinel:
+            self.topology = SentinelTopology(replicas=2 if self.settings.wait_replicas else 1)
+            await asyncio.to_thread(self.topology.start)
+        else:
+            self.redis = RedisServer(dir=tempfile.mkdtemp(prefix="nsrv-robust-"))
+            await asyncio.to_thread(self.redis.start)
+        env = self.worker_env()
+        for i in range(self.settings.workers):
+            w = Worker(i, env, self.source, log_path=str(self.workdir / f"worker-{i}.log"))
+            self.workers.append(w.start())
+        await asyncio.gather(*(w.wait_ready() for w in self.workers))
+
+    async def restart(self, w: Worker) -> None:
+        w.start()
+        await w.wait_ready()
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.stop()
+        if self.redis is not None:
+            self.redis.cleanup()
+        if self.topology is not None:
+            self.topology.cleanup()

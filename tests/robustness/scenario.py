@@ -1,0 +1,282 @@
+"""One scenario: a fresh registry, traffic, one fault with traffic before and after, a settled end state read through
+every worker and door, then the checks. A failed scenario leaves a report folder: the history (re-checkable
+offline), Porcupine's HTML visualisation of the failing partitions, the workers' logs and a summary.
+
+    outcome = asyncio.run(run_scenario(Scenario("worker-kill", seed=7), Path("robustness-reports")))
+    outcome.ok, outcome.summary(), outcome.report
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from tests.invariants import check_invariants
+from tests.robustness import checks, porcupine
+from tests.robustness.cluster import Observer, Registry, Settings
+from tests.robustness.faults import FAULTS, FaultMissed
+from tests.robustness.history import History
+from tests.robustness.traffic import CLUSTER, KV_NS, Admin, Broker, BrokerSpec, NativeConn, Reader, sleep_until
+
+SMALL_TOPICS = [f"T{i:02d}" for i in range(24)]
+BIG_TOPICS = 2500
+MIN_OPS_BEFORE_FAULT = 150  # a run with less traffic before its fault proves nothing: rejected, not passed
+
+
+def brokers(big: bool) -> list[BrokerSpec]:
+    """Five small brokers, each serving 10 of the 24 small topics (every topic served by one to three of them),
+    in every style; with `big`, the 2 500-topic one."""
+    def topics(*idx: int) -> list[str]:
+        return [SMALL_TOPICS[i] for i in idx]
+
+    specs = [
+        BrokerSpec("bk-a", "10.7.0.1:10911", topics(*range(0, 10)), "5x", everywhere=True),
+        BrokerSpec("bk-b", "10.7.0.2:10911", topics(*range(5, 15)), "5x-zipped"),
+        BrokerSpec("bk-c", "10.7.0.3:10911", topics(*range(10, 20)), "49", timeout_ms=None),
+        BrokerSpec("bk-d", "10.7.0.4:10911", topics(*range(14, 24)), "5x", churn=0.12),
+        BrokerSpec("bk-e", "10.7.0.5:10911", topics(*range(0, 24, 3), 23, 13), "http"),
+    ]
+    if big:
+        specs.append(BrokerSpec("bk-big", "10.7.0.9:10911", [f"BIG{i:04d}" for i in range(BIG_TOPICS)], "5x",
+                                change=0.0))
+    return specs
+
+
+def big_sample() -> list[str]:
+    """The big broker's topics the readers follow: each end of its first, a middle and its last step."""
+    return [f"BIG{i:04d}" for i in (0, 99, 100, BIG_TOPICS // 2, BIG_TOPICS - 101, BIG_TOPICS - 1)]
+
+
+@dataclass
+class Scenario:
+    fault: str
+    seed: int = 1
+    before_s: float = 3.0
+    after_s: float = 4.0
+    settings: Settings = field(default_factory=Settings)
+    big: bool = False  # the 2 500-topic broker (chunked registrations, swept removals)
+    period_s: float = 1.0  # brokers register every period (30 s in production)
+    deletes: bool = True  # admin topic deletions
+
+    @property
+    def name(self) -> str:
+        return f"{self.fault}-seed{self.seed}"
+
+
+class Run:
+    """What a fault needs of the running scenario."""
+
+    def __init__(self, sc: Scenario, reg: Registry, hist: History, rng: random.Random) -> None:
+        self.sc = sc
+        self.reg = reg
+        self.hist = hist
+        self.rng = rng
+        self.cluster = CLUSTER
+        self.brokers: dict[str, Broker] = {}
+        self.live_samples: list[tuple[int, int, list[str]]] = []
+        self.big_broker = "bk-big"
+        self.pause_broker = "bk-b"
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    hist: History
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # everything but Porcupine's verdicts
+    staleness: dict[str, float] = field(default_factory=dict)
+    report: Path | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(v["result"] == "Ok" for v in self.verdicts)
+
+    def checked_ops(self) -> int:
+        return max((v["ops"] for v in self.verdicts), default=0)
+
+    def summary(self) -> str:
+        lines = [f"scenario {self.scenario.name}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f} s, "
+                 f"{len(self.hist.ops)} requests"]
+        for v in self.verdicts:
+            line = f"  {v['name']}: {v['result']} ({v['ops']} operations, {v['partitions']} partitions, " \
+                   f"{v['seconds']:.2f} s)"
+            if v.get("failed_partitions"):
+                line += f" failing: {', '.join(v['failed_partitions'][:10])}"
+            lines.append(line)
+        if self.staleness:
+            lines.append(f"  staleness observed: {self.staleness}")
+        lines += [f"  PROBLEM: {p}" for p in self.problems[:30]]
+        if self.report is not None:
+            lines.append(f"  report: {self.report}")
+        return "\n".join(lines)
+
+
+async def _sample_live(run: Run, stop: asyncio.Event) -> None:
+    """The live table every 100 ms, straight from Redis (the liveness check's evidence)."""
+    key = "{" + run.reg.prefix + "}:live"
+    client = run.reg.redis_client()
+    try:
+        while not stop.is_set():
+            call = History.now()
+            try:
+                members = await asyncio.wait_for(client.zrange(key, 0, -1), 1.0)
+                run.live_samples.append((call, History.now(), list(members)))
+            except Exception:
+                await client.aclose()
+                with contextlib.suppress(Exception):
+                    client = await asyncio.to_thread(run.reg.redis_client)
+            await sleep_until(stop, asyncio.get_running_loop().time() + 0.1)
+    finally:
+        await client.aclose()
+
+
+async def _settle(run: Run) -> None:
+    """Quiet: no sweep left half-way, every worker's cache past its staleness bound."""
+    s = run.reg.settings
+    client = run.reg.redis_client()
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            left = [k for k in await client.hkeys("{" + run.reg.prefix + "}:sweeps") if k != "#"]
+            if not left:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await client.aclose()
+    await asyncio.sleep(2 * s.staleness_ms / 1000 + 0.2)
+
+
+async def _converged(run: Run, topics: list[str]) -> list[str]:
+    """Every worker answers the same for every topic on both doors (the big broker's too); the topic list names
+    exactly the topics that have a route."""
+    problems: list[str] = []
+    answers: dict[str, dict[str, Any]] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        for w in run.reg.workers:
+            async with session.get(w.url + "/v1/topics") as r:
+                listed = set((await r.json())["topicList"])
+            conn = NativeConn(w, "converge")
+            try:
+                for t in sorted(set(topics) | listed):
+                    async with session.get(f"{w.url}/v1/topics/{t}/route") as r:
+                        http = (await r.json()) if r.status == 200 else None
+                    reply = await conn.request(105, {"topic": t}, timeout=5)
+                    native = orjson.loads(reply.body) if reply.code == 0 else None
+                    for door, got in (("http", http), ("native", native)):
+                        view = _comparable(got)
+                        seen = answers.setdefault(t, {"view": view, "by": f"{w.name}/{door}"})
+                        if seen["view"] != view:
+                            problems.append(f"{t}: {w.name}/{door} answers {view}, {seen['by']} {seen['view']}")
+                    if (http is not None) != (t in listed):
+                        problems.append(f"{t}: {w.name} lists it {t in listed}, routes it {http is not None}")
+            finally:
+                conn.close()
+    return problems[:20]
+
+
+def _comparable(route: dict[str, Any] | None) -> Any:
+    if route is None:
+        return None
+    qds = sorted((q["brokerName"], q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"])
+    bds = sorted((b["brokerName"], tuple(sorted((str(k), v) for k, v in b["brokerAddrs"].items())))
+                 for b in route["brokerDatas"])
+    return [qds, bds]
+
+
+async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, keep: bool = False) -> Outcome:
+    """Run `sc` once; a failure (or `keep`) leaves reports/<name>-<time>/."""
+    started = time.monotonic()
+    rng = random.Random(sc.seed)
+    report = reports / f"{sc.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    workdir = report / "work"
+    settings = sc.settings
+    reg = Registry(settings, workdir, source)
+    hist = History(meta={"scenario": sc.fault, "seed": sc.seed, "settings": asdict(settings), "cluster": CLUSTER,
+                         "source": str(source or "")})
+    run = Run(sc, reg, hist, rng)
+    outcome = Outcome(sc, hist)
+    specs = brokers(sc.big)
+    small = list(SMALL_TOPICS)
+    tracked = small + (big_sample() if sc.big else [])
+    kv_keys = ["k1", "k2", "k3"]
+    hist.meta.update(small_topics=small, brokers={s.name: asdict(s) for s in specs}, t0=History.now(),
+                     kv_namespace=KV_NS)
+    stop = asyncio.Event()
+    observer: Observer | None = None
+    tasks: list[asyncio.Task] = []
+    try:
+        await reg.start()
+        observer = Observer(reg.redis_client, reg.prefix, History.now)
+        await observer.start()
+        sampler = asyncio.create_task(_sample_live(run, stop))
+        for spec in specs:
+            run.brokers[spec.name] = Broker(spec, reg, hist, random.Random(rng.random()), sc.period_s)
+        addrs = {s.name: s.addr for s in specs}
+        readers = [Reader(hist, w, door, tracked, small, addrs, random.Random(rng.random()), kv_keys=kv_keys)
+                   for w in reg.workers for door in ("http", "native")]
+        admin = Admin(hist, reg, small, [s.name for s in specs if s.name != "bk-big"], kv_keys,
+                      random.Random(rng.random()), deletes=sc.deletes)
+        tasks = [asyncio.create_task(b.run(stop)) for b in run.brokers.values()]
+        await asyncio.sleep(sc.period_s)  # every broker registered once before anyone reads
+        admin_stop = asyncio.Event()
+        tasks += [asyncio.create_task(r.run(stop)) for r in readers] + [asyncio.create_task(admin.run(admin_stop))]
+        await asyncio.sleep(sc.before_s)
+        before = sum(1 for o in hist.ops if o.status == "ok")
+        if before < MIN_OPS_BEFORE_FAULT:
+            raise FaultMissed(f"only {before} requests succeeded before the fault")
+        await FAULTS[sc.fault](run)
+        await asyncio.sleep(sc.after_s)
+        admin_stop.set()
+        await asyncio.sleep(0.5)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await _settle(run)
+        for r in readers:  # the end state, through every worker and door
+            await r.final(tracked)
+        for b in run.brokers.values():
+            b.shutdown()
+        stop_sampler = sampler
+        stop_sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stop_sampler
+        outcome.problems += [p for r in readers for p in r.problems][:20]
+        outcome.problems += await _converged(run, tracked + ([f"BIG{i:04d}" for i in range(BIG_TOPICS)]
+                                                            if sc.big else []))
+        client = reg.redis_client()
+        try:
+            await check_invariants(client, reg.prefix)
+        except AssertionError as exc:
+            outcome.problems.append(f"Redis keys: {exc}")
+        finally:
+            await client.aclose()
+    finally:
+        stop.set()
+        for t in tasks:
+            t.cancel()
+        if observer is not None:
+            await observer.stop()
+            hist.events, hist.event_gaps = observer.events, observer.gaps
+        hist.meta["live_samples"] = run.live_samples
+        await asyncio.to_thread(reg.stop)
+    prepared = checks.prepare(hist)
+    outcome.problems += checks.liveness(hist)
+    outcome.verdicts = await asyncio.to_thread(porcupine.check, prepared, report)
+    outcome.staleness = checks.staleness_observed(hist)
+    outcome.seconds = time.monotonic() - started
+    if outcome.ok and not keep:
+        shutil.rmtree(report, ignore_errors=True)
+    else:
+        outcome.report = report
+        hist.save(report / "history.json.gz")
+        (report / "summary.txt").write_text(outcome.summary() + "\n")
+    return outcome
