@@ -60,16 +60,20 @@ def big_sample() -> list[str]:
 class Scenario:
     fault: str
     seed: int = 1
+    label: str = ""  # its name in the catalogue (default: the fault's)
     before_s: float = 3.0
     after_s: float = 4.0
     settings: Settings = field(default_factory=Settings)
     big: bool = False  # the 2 500-topic broker (chunked registrations, swept removals)
     period_s: float = 1.0  # brokers register every period (30 s in production)
     deletes: bool = True  # admin topic deletions
+    broker_timeout_ms: int | None = None  # the timeout 5.x brokers send (default: BrokerSpec's)
+    hot: bool = False  # readers read only the first few topics (many fills racing changes)
+    quiet: bool = False  # brokers re-send the same bytes, no churn, admin writes KV only (most of a fleet's day)
 
     @property
     def name(self) -> str:
-        return f"{self.fault}-seed{self.seed}"
+        return f"{self.label or self.fault}-seed{self.seed}"
 
 
 class Run:
@@ -206,8 +210,13 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
     run = Run(sc, reg, hist, rng)
     outcome = Outcome(sc, hist)
     specs = brokers(sc.big)
+    for spec in specs:
+        if sc.broker_timeout_ms and spec.timeout_ms:
+            spec.timeout_ms = sc.broker_timeout_ms
+        if sc.quiet:
+            spec.change = spec.churn = 0.0
     small = list(SMALL_TOPICS)
-    tracked = small + (big_sample() if sc.big else [])
+    tracked = (small[:4] if sc.hot else small) + (big_sample() if sc.big else [])
     kv_keys = ["k1", "k2", "k3"]
     hist.meta.update(small_topics=small, brokers={s.name: asdict(s) for s in specs}, t0=History.now(),
                      kv_namespace=KV_NS)
@@ -225,7 +234,7 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
         readers = [Reader(hist, w, door, tracked, small, addrs, random.Random(rng.random()), kv_keys=kv_keys)
                    for w in reg.workers for door in ("http", "native")]
         admin = Admin(hist, reg, small, [s.name for s in specs if s.name != "bk-big"], kv_keys,
-                      random.Random(rng.random()), deletes=sc.deletes)
+                      random.Random(rng.random()), deletes=sc.deletes, kv_only=sc.quiet)
         tasks = [asyncio.create_task(b.run(stop)) for b in run.brokers.values()]
         await asyncio.sleep(sc.period_s)  # every broker registered once before anyone reads
         admin_stop = asyncio.Event()
@@ -243,8 +252,6 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
         await _settle(run)
         for r in readers:  # the end state, through every worker and door
             await r.final(tracked)
-        for b in run.brokers.values():
-            b.shutdown()
         stop_sampler = sampler
         stop_sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -259,6 +266,8 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
             outcome.problems.append(f"Redis keys: {exc}")
         finally:
             await client.aclose()
+        for b in run.brokers.values():
+            b.shutdown()
     finally:
         stop.set()
         for t in tasks:
@@ -280,3 +289,29 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
         hist.save(report / "history.json.gz")
         (report / "summary.txt").write_text(outcome.summary() + "\n")
     return outcome
+
+
+def catalogue(seed: int = 1) -> dict[str, Scenario]:
+    """Every scenario, one fault each, by name (the CI run takes one of each; the exploratory mode all, with random
+    seeds)."""
+    found = {
+        "worker-kill": Scenario("worker-kill", seed),
+        "worker-stop": Scenario("worker-stop", seed),
+        "redis-stop": Scenario("redis-stop", seed),
+        "pubsub-kill": Scenario("pubsub-kill", seed),
+        "broker-pause": Scenario("broker-pause", seed, after_s=3.0),
+        "chunked-kill": Scenario("chunked-kill", seed, big=True),
+        "removal-kill": Scenario("removal-kill", seed, big=True),
+        "primary-kill": Scenario("primary-kill", seed, settings=Settings(sentinel=True)),
+        # no fault, settings at an edge and a quiet fleet: heartbeats written up to 3 s after their acknowledgement,
+        # brokers timing out after 2 s (the expiry must wait for heartbeats on their way); and many reads of few,
+        # often changed, topics
+        "flush-lag": Scenario("none", seed, settings=Settings(heartbeat_flush_ms=3000), broker_timeout_ms=2000,
+                              quiet=True),
+        "hot-topics": Scenario("none", seed, hot=True),
+        "primary-kill-wait": Scenario("primary-kill", seed,
+                                      settings=Settings(sentinel=True, wait_replicas=1, wait_registrations=True)),
+    }
+    for label, sc in found.items():
+        sc.label = label
+    return found

@@ -325,11 +325,12 @@ class Broker:
                 await asyncio.gather(*(self.register(w) for w in self.targets()))
                 if self.spec.churn and self.rng.random() < self.spec.churn:
                     w = self.targets()[0]
-                    if self.rng.random() < 0.5:
+                    if self.rng.random() < 0.5:  # a broker shut down (it unregisters) and back a little later
                         await self.unregister(w)
-                    else:
+                        await sleep_until(stop, started + 2.5 * self.period)
+                    else:  # a dropped connection: the broker registers again at once on a new one
                         await self.drop(w)
-                    continue  # registers again at once: the same bytes right after a removal
+                    continue
                 await sleep_until(stop, started + self.period / 2)
                 if self.paused.is_set() and not stop.is_set():
                     await asyncio.gather(*(self.heartbeat(w) for w in self.targets()))
@@ -377,7 +378,7 @@ class Reader:
         session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S))
         conn: NativeConn | None = None
         try:
-            for n in itertools.count():
+            while True:
                 if stop.is_set():
                     return
                 if self.door == "native" and (conn is None or conn.closed):
@@ -520,6 +521,7 @@ class Admin:
     rng: random.Random
     pace_s: float = 0.3
     deletes: bool = True
+    kv_only: bool = False
 
     async def run(self, stop: asyncio.Event) -> None:
         session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S))
@@ -537,7 +539,7 @@ class Admin:
                     conn = conns.get(w)
                     if conn is None or conn.closed:
                         conn = conns[w] = NativeConn(self.reg.workers[w], "admin")
-                roll = self.rng.random()
+                roll = max(self.rng.random(), 0.25 if self.kv_only else 0.0)
                 if roll < 0.08 and self.deletes:
                     await self.call(session, conn, w, door, "delete", topic=self.rng.choice(self.topics))
                 elif roll < 0.25:
