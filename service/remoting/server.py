@@ -90,6 +90,11 @@ class Connection(asyncio.Protocol):
         self.in_flight = 0
         self.last_active = 0.0
         self.members: set[tuple[str, str]] = set()  # (cluster, brokerAddr) registered on this connection
+        # registered on it by a request that completed after the connection was gone: the broker never got the
+        # answer (it gave up on it, and may be registered through another connection since): its close leaves them
+        self.unanswered: set[tuple[str, str]] = set()
+        self.lost = False
+        self.tasks: set[asyncio.Task[Any]] = set()  # its requests in progress
         self.registration = RegistrationMemo()  # the last registration body: the same bytes again are not hashed
         self.close_reason = "peer"
         self.partial = 0  # bytes of the worker's partial-frame budget this connection's incomplete frame holds
@@ -159,6 +164,7 @@ class Connection(asyncio.Protocol):
             self.send(b"".join(ready) if len(ready) > 1 else ready[0])
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
         self._stop_frame_timer()
         self.server.reserve(self, 0)
         self.server.closed(self, exc)
@@ -176,7 +182,11 @@ class Connection(asyncio.Protocol):
     # --- used by the server and the handlers
 
     def registered(self, cluster: str, addr: str) -> None:
+        if self.lost:  # nobody receives the answer: not the registration whose connection the broker is on
+            self.unanswered.add((cluster, addr))
+            return
         self.members.add((cluster, addr))
+        self.unanswered.discard((cluster, addr))
 
     def unregistered(self, cluster: str, addr: str) -> None:
         self.members.discard((cluster, addr))
@@ -344,10 +354,17 @@ class RemotingServer:
         if not self.stopping:
             controller_handlers.connection_lost(self, conn)
         if conn.members and not self.stopping:
-            members = sorted(conn.members)
-            self._track(self.loop.create_task(self._forget(conn, members, reason)))
+            self._track(self.loop.create_task(self._forget(conn, reason)))
 
-    async def _forget(self, conn: Connection, members: list[tuple[str, str]], reason: str) -> None:
+    async def _forget(self, conn: Connection, reason: str) -> None:
+        # Its requests still in progress first: a registration the worker reads only now (a worker resuming from a
+        # pause reads the request and the close together) is not answered, and must not make this close
+        # unregister a broker that registered through another connection after giving up on this one
+        if conn.tasks:
+            await asyncio.wait(list(conn.tasks), timeout=self.settings.redis_bulk_deadline_ms / 1000 + 1)
+        members = sorted(conn.members - conn.unanswered)
+        if not members:
+            return
         # Redis failing over as the broker goes: try again for a while rather than leave the broker routed until
         # the 120 s expiry (repeating is safe: brokers that registered again since are kept)
         try:
@@ -449,7 +466,10 @@ class RemotingServer:
             return
         conn.in_flight += 1
         self.pending += 1
-        self._track(self.loop.create_task(self._run(conn, cmd, handler, started)))
+        task = self.loop.create_task(self._run(conn, cmd, handler, started))
+        self._track(task)
+        conn.tasks.add(task)
+        task.add_done_callback(conn.tasks.discard)
 
     async def _run(self, conn: Connection, cmd: RemotingCommand, handler: Any, started: float) -> None:
         try:

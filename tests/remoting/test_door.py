@@ -278,6 +278,49 @@ async def test_closing_the_connection_unregisters_only_what_it_still_owns(door):
     assert (await door.http.get("/v1/topics/TopicA/route")).status == 200
 
 
+async def test_a_registration_answered_to_nobody_does_not_make_its_close_unregister_the_broker(door):
+    """Found by tests/robustness (worker-stop): a broker's registration on connection `a` timed out (the worker was
+    paused), the broker closed `a` and registered through `b`; the worker, resuming, read the old request and the
+    close together, applied the registration (so `a` owned the broker again) and then unregistered the broker for
+    `a`'s close, while its registration through `b` stood acknowledged. A registration that finishes after its
+    connection is gone was answered to nobody: the close leaves its broker alone."""
+    a = await door.client()
+    assert (await register(a)).code == SUCCESS
+    (a_conn,) = door.server.connections
+    b = await door.client()
+    assert (await register(b)).code == SUCCESS  # `b` owns broker-a now
+    register_real, closed_real = door.ns.register_broker, door.ns.connection_closed
+    entered, applied = asyncio.Event(), asyncio.Event()
+
+    async def read_with_the_close(*args, **kwargs):  # the old request is applied once `a` is gone
+        entered.set()
+        async with asyncio.timeout(5):
+            while a_conn in door.server.connections:
+                await asyncio.sleep(0.005)
+        try:
+            return await register_real(*args, **kwargs)
+        finally:
+            applied.set()
+
+    async def close_after_it(*args, **kwargs):  # and before the close is handled (as Redis saw it)
+        async with asyncio.timeout(5):
+            await applied.wait()
+        return await closed_real(*args, **kwargs)
+
+    door.ns.register_broker, door.ns.connection_closed = read_with_the_close, close_after_it
+    a.send(codes.REGISTER_BROKER, register_ext(), register_body())
+    async with asyncio.timeout(5):
+        await entered.wait()
+    await a.close()
+    async with asyncio.timeout(5):
+        await applied.wait()
+        while door.server.pending or any(t.get_coro().__name__ == "_forget" for t in door.server._tasks):
+            await asyncio.sleep(0.01)  # the registration answered, the close handled
+    door.ns.register_broker, door.ns.connection_closed = register_real, closed_real
+    assert (await door.http.get("/v1/topics/TopicA/route")).status == 200
+    assert (await b.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).code == SUCCESS
+
+
 async def test_idle_connections_close_and_unregister(make_door):
     door = await make_door(remoting_idle_s=1)
     c = await door.client()
