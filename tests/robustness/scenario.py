@@ -42,7 +42,7 @@ def brokers(big: bool) -> list[BrokerSpec]:
         BrokerSpec("bk-a", "10.7.0.1:10911", topics(*range(0, 10)), "5x", everywhere=True),
         BrokerSpec("bk-b", "10.7.0.2:10911", topics(*range(5, 15)), "5x-zipped"),
         BrokerSpec("bk-c", "10.7.0.3:10911", topics(*range(10, 20)), "49", timeout_ms=None),
-        BrokerSpec("bk-d", "10.7.0.4:10911", topics(*range(14, 24)), "5x", churn=0.12),
+        BrokerSpec("bk-d", "10.7.0.4:10911", topics(*range(14, 24)), "5x", churn=0.3),
         BrokerSpec("bk-e", "10.7.0.5:10911", topics(*range(0, 24, 3), 23, 13), "http"),
     ]
     if big:
@@ -308,7 +308,7 @@ def catalogue(seed: int = 1) -> dict[str, Scenario]:
         # often changed, topics
         "flush-lag": Scenario("none", seed, settings=Settings(heartbeat_flush_ms=3000), broker_timeout_ms=2000,
                               quiet=True),
-        "hot-topics": Scenario("none", seed, hot=True),
+        "hot-topics": Scenario("redis-stop", seed, hot=True),
         "primary-kill-wait": Scenario("primary-kill", seed,
                                       settings=Settings(sentinel=True, wait_replicas=1, wait_registrations=True)),
     }
