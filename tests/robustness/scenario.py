@@ -145,13 +145,16 @@ async def _sample_live(run: Run, stop: asyncio.Event) -> None:
 
 
 async def _settle(run: Run) -> None:
-    """Quiet: no sweep left half-way, every worker's cache past its staleness bound."""
+    """Quiet: no sweep or chunked registration left half-way, every worker's cache past its staleness bound."""
     s = run.reg.settings
     client = run.reg.redis_client()
     try:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             left = [k for k in await client.hkeys("{" + run.reg.prefix + "}:sweeps") if k != "#"]
+            for name in run.brokers:  # and no chunked registration under way
+                if await client.hget("{" + run.reg.prefix + "}:b:" + name, "rg"):
+                    left.append(name)
             if not left:
                 break
             await asyncio.sleep(0.1)
@@ -169,22 +172,30 @@ async def _converged(run: Run, topics: list[str]) -> list[str]:
         for w in run.reg.workers:
             async with session.get(w.url + "/v1/topics") as r:
                 listed = set((await r.json())["topicList"])
-            conn = NativeConn(w, "converge")
+            names = sorted(set(topics) | listed)
+            conns = [NativeConn(w, "converge") for _ in range(8)]
+
+            async def both(i: int, t: str, w=w, conns=conns) -> tuple[str, Any, Any]:
+                async with session.get(f"{w.url}/v1/topics/{t}/route") as r:
+                    http = (await r.json()) if r.status == 200 else None
+                reply = await conns[i % len(conns)].request(105, {"topic": t}, timeout=10)
+                return t, http, orjson.loads(reply.body) if reply.code == 0 else None
+
             try:
-                for t in sorted(set(topics) | listed):
-                    async with session.get(f"{w.url}/v1/topics/{t}/route") as r:
-                        http = (await r.json()) if r.status == 200 else None
-                    reply = await conn.request(105, {"topic": t}, timeout=5)
-                    native = orjson.loads(reply.body) if reply.code == 0 else None
-                    for door, got in (("http", http), ("native", native)):
-                        view = _comparable(got)
-                        seen = answers.setdefault(t, {"view": view, "by": f"{w.name}/{door}"})
-                        if seen["view"] != view:
-                            problems.append(f"{t}: {w.name}/{door} answers {view}, {seen['by']} {seen['view']}")
-                    if (http is not None) != (t in listed):
-                        problems.append(f"{t}: {w.name} lists it {t in listed}, routes it {http is not None}")
+                got = []
+                for i in range(0, len(names), len(conns)):  # one request at a time per connection
+                    got += await asyncio.gather(*(both(j, t) for j, t in enumerate(names[i:i + len(conns)])))
             finally:
-                conn.close()
+                for c in conns:
+                    c.close()
+            for t, http, native in got:
+                for door, route in (("http", http), ("native", native)):
+                    view = _comparable(route)
+                    seen = answers.setdefault(t, {"view": view, "by": f"{w.name}/{door}"})
+                    if seen["view"] != view:
+                        problems.append(f"{t}: {w.name}/{door} answers {view}, {seen['by']} {seen['view']}")
+                if (http is not None) != (t in listed):
+                    problems.append(f"{t}: {w.name} lists it {t in listed}, routes it {http is not None}")
     return problems[:20]
 
 
@@ -237,18 +248,23 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
                       random.Random(rng.random()), deletes=sc.deletes, kv_only=sc.quiet)
         tasks = [asyncio.create_task(b.run(stop)) for b in run.brokers.values()]
         await asyncio.sleep(sc.period_s)  # every broker registered once before anyone reads
-        admin_stop = asyncio.Event()
-        tasks += [asyncio.create_task(r.run(stop)) for r in readers] + [asyncio.create_task(admin.run(admin_stop))]
+        admin_stop, readers_stop = asyncio.Event(), asyncio.Event()
+        others = [asyncio.create_task(r.run(readers_stop)) for r in readers]
+        others.append(asyncio.create_task(admin.run(admin_stop)))
+        tasks += others
         await asyncio.sleep(sc.before_s)
         before = sum(1 for o in hist.ops if o.status == "ok")
         if before < MIN_OPS_BEFORE_FAULT:
             raise FaultMissed(f"only {before} requests succeeded before the fault")
         await FAULTS[sc.fault](run)
         await asyncio.sleep(sc.after_s)
+        # the end: brokers keep registering the same bytes (they stay live, nothing changes), the rest stops
+        for b in run.brokers.values():
+            b.steady = True
         admin_stop.set()
         await asyncio.sleep(0.5)
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        readers_stop.set()
+        await asyncio.gather(*others, return_exceptions=True)
         await _settle(run)
         for r in readers:  # the end state, through every worker and door
             await r.final(tracked)
@@ -266,6 +282,8 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
             outcome.problems.append(f"Redis keys: {exc}")
         finally:
             await client.aclose()
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for b in run.brokers.values():
             b.shutdown()
     finally:

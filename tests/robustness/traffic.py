@@ -157,6 +157,7 @@ class Broker:
         self.hold = False  # the next period sends the same table (a broker resuming after a pause)
         self.force_change = False  # the next period changes every topic (faults.chunked_kill)
         self.force_unregister = False  # the next period unregisters first (faults.removal_kill)
+        self.steady = False  # the same bytes every period, no churn (while the end state is read)
         self.http: aiohttp.ClientSession | None = None
 
     # --- what it sends
@@ -178,6 +179,8 @@ class Broker:
                                      for t, q in self.queues.items()}}
 
     def maybe_change(self) -> None:
+        if self.steady:
+            return
         if self.force_change or self.rng.random() < self.spec.change:
             self.dv += 1
             n = len(self.queues) if self.force_change else max(1, int(len(self.queues) * self.spec.change_share))
@@ -323,7 +326,7 @@ class Broker:
                 else:
                     self.maybe_change()
                 await asyncio.gather(*(self.register(w) for w in self.targets()))
-                if self.spec.churn and self.rng.random() < self.spec.churn:
+                if self.spec.churn and not self.steady and self.rng.random() < self.spec.churn:
                     w = self.targets()[0]
                     if self.rng.random() < 0.5:  # a broker shut down (it unregisters) and back a little later
                         await self.unregister(w)
