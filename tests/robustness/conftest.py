@@ -27,3 +27,23 @@ def checker() -> Path:
     need("go")
     need("redis-server")
     return porcupine.binary()
+
+
+OUTCOMES: list = []  # every scenario's outcome this session (test_scenarios appends), summed up at the end
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line per scenario in CI's log: operations checked, the staleness observed against Δ, the report."""
+    if not OUTCOMES:
+        return
+    tr = terminalreporter
+    tr.section("robustness")
+    total = 0
+    for o in OUTCOMES:
+        total += o.checked_ops()
+        s = o.staleness
+        verdict = "ok" if o.ok else "FAILED"
+        tr.write_line(f"{o.scenario.name}: {verdict} {o.seconds:.1f} s, {o.checked_ops()} operations "
+                      f"checked; staleness p50/p99/max {s.get('p50_ms')}/{s.get('p99_ms')}/{s.get('max_ms')} ms "
+                      f"(Δ {o.scenario.settings.staleness_ms} ms)" + (f"; report {o.report}" if o.report else ""))
+    tr.write_line(f"{total} operations checked by Porcupine (each twice: staleness, session)")

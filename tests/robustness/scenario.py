@@ -29,6 +29,7 @@ from tests.robustness.traffic import CLUSTER, KV_NS, Admin, Broker, BrokerSpec, 
 
 SMALL_TOPICS = [f"T{i:02d}" for i in range(24)]
 BIG_TOPICS = 2500
+EXPLORATORY_ONLY = ("flush-lag", "hot-topics")  # no fault: CI runs one scenario per fault (flush-lag: planted bugs)
 MIN_OPS_BEFORE_FAULT = 150  # a run with less traffic before its fault proves nothing: rejected, not passed
 
 
