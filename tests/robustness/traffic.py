@@ -452,40 +452,36 @@ class Reader:
             for p in route_problems(body, self.brokers):
                 self.problems.append(f"{topic} via {self.stream}: {p}")
 
-    async def members(self, session: aiohttp.ClientSession, conn: NativeConn | None) -> None:
-        op = self._begin("members")
+    async def _whole(self, session: aiohttp.ClientSession, conn: NativeConn | None, op: Op, path: str,
+                     code: int) -> Any:
+        """A read both doors answer with a whole JSON body (HTTP `path`, native `code`); None: it failed (recorded
+        as failed)."""
         try:
             if conn is None:
-                status, body = await self._http(session, "/v1/cluster-info")
+                status, body = await self._http(session, path)
                 if status != 200:
                     raise RequestFailed(f"HTTP {status}")
-            else:
-                reply = await conn.request(codes.GET_BROKER_CLUSTER_INFO, {})
-                if reply.code != 0:
-                    raise RequestFailed(f"code {reply.code}")
-                body = fastjson.loads(reply.body)
+                return body
+            reply = await conn.request(code, {})
+            if reply.code != 0:
+                raise RequestFailed(f"code {reply.code}")
+            return fastjson.loads(reply.body)
         except (RequestFailed, TimeoutError, aiohttp.ClientError, ValueError) as exc:
             self.hist.end(op, "failed", error=str(exc) or type(exc).__name__)
-            return
-        self.hist.end(op, "ok", sorted(n for n in (body.get("brokerAddrTable") or {}) if n in self.brokers))
+            return None
+
+    async def members(self, session: aiohttp.ClientSession, conn: NativeConn | None) -> None:
+        op = self._begin("members")
+        body = await self._whole(session, conn, op, "/v1/cluster-info", codes.GET_BROKER_CLUSTER_INFO)
+        if body is not None:
+            self.hist.end(op, "ok", sorted(n for n in (body.get("brokerAddrTable") or {}) if n in self.brokers))
 
     async def listing(self, session: aiohttp.ClientSession, conn: NativeConn | None) -> None:
         op = self._begin("list")
-        try:
-            if conn is None:
-                status, body = await self._http(session, "/v1/topics")
-                if status != 200:
-                    raise RequestFailed(f"HTTP {status}")
-            else:
-                reply = await conn.request(codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
-                if reply.code != 0:
-                    raise RequestFailed(f"code {reply.code}")
-                body = fastjson.loads(reply.body)
-        except (RequestFailed, TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            self.hist.end(op, "failed", error=str(exc) or type(exc).__name__)
-            return
-        listed = set(body.get("topicList") or [])
-        self.hist.end(op, "ok", sorted(t for t in self.small if t in listed))
+        body = await self._whole(session, conn, op, "/v1/topics", codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        if body is not None:
+            listed = set(body.get("topicList") or [])
+            self.hist.end(op, "ok", sorted(t for t in self.small if t in listed))
 
     async def kv(self, session: aiohttp.ClientSession, conn: NativeConn | None, key: str) -> None:
         op = self._begin("kvget", key=key)
