@@ -17,7 +17,7 @@
     11 deleteTopicWithBrokerRegistration "1"/"0"   12 returnOrderTopicConfigToBroker "1"/"0"
     13 single-topic guard "1"/"0" (native protocol only)
     14 filterServerList: "-" = absent (leave), otherwise a JSON list ("[]" removes)
-    15 topics: "name\tread,write,perm,sysFlag\n" repeated (the queue data as stored: one capture in Lua)
+    15 topics, grouped by queue data (as stored): "read,write,perm,sysFlag\tname\tname...\n" repeated
     16 now ms ("" = Redis TIME)
     17 connection id: the native connection this registration came on ("" = none, e.g. HTTP); a later
        close of that connection removes the broker only while this id is still the registered one
@@ -33,15 +33,27 @@
        otherwise {3} and nothing is written. "0" or absent = a full registration
     22 unchanged mode: the clusters the credential may write, "name\n" repeated ("" = any); another gives {3}
     23 begin mode: the registration id that fences its chunks (unique per registration)
+    24 delta mode: the digest of the registration the delta is relative to (its base)
+    25 delta mode: the topics of the base whose queue data this registration changes, grouped as ARGV 15
+    26 delta mode: the topics of the base this registration no longer names, "name\n" repeated
+    27 delta mode: the topics the base does not name, grouped as ARGV 15
   Modes (ARGV 21): "0" full, "1" unchanged, "2" begin a chunked registration (service/store/chunked.py): every step
     but the topics (ARGV 15 and 19 are "": the worker sends the topics in bounded chunks, registerChunk, checks the
     guard's topics before, guardTopics, and ends with registerFinish). A broker whose topics it applies (master,
     prime slave) is marked pending in `rg` of its BrokerData and live info: chunks carry the id and are refused
     once another registration (or an unregister, an expiry) replaced it, so two registrations of one broker never
     mix their tables; a new generation is taken at once, and the digest is recorded only when it ends.
+    "3" delta: a full registration (ARGV 1-20) sent with what its topic table changes against an earlier one of
+    the same header, its base (ARGV 24-27). While this id still holds the address and the live info's `td` says
+    the broker's queue data are exactly the base's table (recorded with the topic token in force then: any change
+    to them since took a new generation), only the delta is written: the changed topics without reading them, the
+    added ones as the full path writes them, the dropped ones removed (with deleteTopicWithBrokerRegistration).
+    If the live info records these very bytes (`rd`, same token: another connection or worker registered them
+    already), they are replayed as in unchanged mode. Otherwise the full registration of ARGV 15 is applied.
   Returns:
     {1, haServerAddr|"", masterAddr|"", hasKv 0/1, {k, v, ...}, changedTopics, registerFirst 0/1, unchanged 0/1}
-      unchanged mode adds: brokerName, clusterName, brokerAddr of the registration it replayed
+      unchanged mode (and delta mode replaying) adds: brokerName, clusterName, brokerAddr of the registration it
+      replayed; delta mode otherwise adds "delta" (the delta was written) or "whole" (the table of ARGV 15)
       begin mode adds: applyTopics 0/1, checkEach 0/1 (dataVersion changed, first, or an earlier one unfinished:
       every topic is written, not only missing ones), wipeWrite 0/1, brokerChanged 0/1 (the worker publishes
       the broker's topics, registerFinish, instead of this script naming them all)
@@ -56,7 +68,9 @@
     route tables, reverse index, liveness; an address registered under a new brokerName leaves the old one;
     a replaced address at the same id loses its liveness. A broker whose queue data changed gets a new topic
     generation ({P}:tg). With a digest: the live info records it with the role and generation it was applied
-    under, and {P}:rd:<digest> names the member (PX = twice the heartbeat timeout, at least 2 min).
+    under, and {P}:rd:<digest> names the member (PX = twice the heartbeat timeout, at least 2 min); `td` =
+    "digest|topic token" when the broker's queue data are now exactly its table (every topic compared: a new data
+    version, a first registration, a delta that changed nothing it skips; a slave's: none to keep), else none.
     Publishes changed topics on {prefix}:changes, and "!brokerName" unless unchanged (the worker's answers to
     unchanged registrations of the broker end).
 ]]
@@ -68,7 +82,8 @@ local base = key_base(KEYS[1])
 
 local delete_missing, return_kv, guard = ARGV[11] == "1", ARGV[12] == "1", ARGV[13] == "1"
 local now = now_ms(ARGV[16])
-local digest, unchanged, begin = ARGV[20] or "", ARGV[21] == "1", ARGV[21] == "2"
+local digest, unchanged, begin, delta = ARGV[20] or "", ARGV[21] == "1", ARGV[21] == "2", ARGV[21] == "3"
+local replay = false  -- delta mode: these bytes are what the broker registered last; applied as unchanged
 local regid = ARGV[23] or ""
 local krd = base .. "rd:" .. digest
 local cluster, name, id, addr, ha, zone, eam_arg, timeout, dv, sv, filter_arg, recorded_token
@@ -91,7 +106,7 @@ else
   filter_arg = ARGV[14]
 end
 
-local names, encs, in_payload = parse_topic_lines(unchanged and "" or ARGV[15])
+local groups = (unchanged or begin) and "" or ARGV[15]
 
 local kb, kba, kbt = base .. "b:" .. name, base .. "ba:" .. name, base .. "bt:" .. name
 local owner = rcall("HGET", kb, "cluster")
@@ -126,10 +141,27 @@ if unchanged then
   if topic_token(role) ~= recorded_token then return { 3 } end
   if ARGV[18] == "1" and ARGV[19] == "*" and role == "s" then return { 3 } end
 end
-if guard and #names == 1 and rcall("HEXISTS", kba, id) == 0 then return { -2 } end
+if delta then
+  -- The delta's fence: this id still holds this address (nothing of steps 5-8 to replace or fence), and the
+  -- broker's queue data are exactly the base's table, applied under the topic token in force now (role, switch,
+  -- generation: any change to them since took a new generation). Else the full registration.
+  delta = false
+  if owner == cluster and rcall("HGET", kba, id) == addr then
+    local rec = rcall("HMGET", base .. "l:" .. cluster .. "|" .. addr, "td", "rd", "tk")
+    local token = topic_token(role_of(rcall("HGETALL", kba)))
+    if digest ~= "" and rec[2] == digest and rec[3] == token then
+      unchanged, replay = true, true  -- as unchanged mode would, with the guard's topics given
+    else
+      delta = rec[1] == ARGV[24] .. "|" .. token
+    end
+  end
+end
+if guard and not delta and not unchanged and single_topic(groups) and rcall("HEXISTS", kba, id) == 0 then
+  return { -2 }
+end
 if ARGV[18] == "1" then
   if addr_held_elsewhere(K.clusters, K.live, cluster, addr) then return { -5, addr } end
-  local refused = (not unchanged) and topic_refused(base, cluster, name, ARGV[19])
+  local refused = (replay or not unchanged) and topic_refused(base, cluster, name, ARGV[19])
   if refused then return { -4, refused } end
 end
 
@@ -212,16 +244,39 @@ local is_prime_slave = eam_arg ~= "" and not is_master and tonumber(id) == min_i
 local changed_topics = 0
 local applies = (is_master or is_prime_slave) and not unchanged
 local check_each = false
+local exact = not applies  -- td: the queue data are exactly this registration's table (a slave's: none to keep)
+local same_table = false  -- the store's table is exactly this very registration's already
 if applies then
-  local pv = rcall("HMGET", kl, "dv", "rg")
+  local pv = rcall("HMGET", kl, "dv", "rg", "td")
   check_each = register_first or (not pv[1]) or pv[1] ~= dv or pv[2] ~= false
+  same_table = not check_each and digest ~= "" and pv[3] ~= false
+    and pv[3] == digest .. "|" .. topic_token(role_of(rcall("HGETALL", kba)))
 end
 if applies and begin then
   rcall("HSET", kb, "rg", regid)  -- this registration's chunks from now on; any earlier one's are refused
   topics_touched(base, name)  -- recorded tokens of this broker end now; registerFinish records the new one
+elseif applies and delta then
+  -- Against the base's table, which the fence says is stored: the topics it dropped, those whose queue data
+  -- changed (served, and with the base's data, so different: no comparison), those it adds (as the full path).
+  rcall("HDEL", kb, "rg")
+  if delete_missing then
+    for t in string.gmatch(ARGV[26], "[^\n]+") do
+      drop_queue_data(base, K.topics, name, t, ch)
+      changed_topics = changed_topics + 1
+    end
+  end
+  if check_each then
+    changed_topics = changed_topics + write_changed_groups(base, name, ARGV[25], is_prime_slave and eam == "1", ch)
+  end
+  exact = check_each or ARGV[25] == ""  -- with the same data version the full path leaves changed data too
+  changed_topics = changed_topics + write_topic_groups(base, K.topics, name, ARGV[27], check_each,
+    is_prime_slave and eam == "1", ch)
+  if changed_topics > 0 then topics_touched(base, name) end
 elseif applies then
   rcall("HDEL", kb, "rg")  -- applied whole: a chunked registration of this broker still under way is over
+  exact = check_each or same_table
   if delete_missing then
+    local in_payload = group_names(groups)
     for _, t in ipairs(rcall("SMEMBERS", kbt)) do
       if not in_payload[t] then
         drop_queue_data(base, K.topics, name, t, ch)
@@ -229,7 +284,7 @@ elseif applies then
       end
     end
   end
-  changed_topics = changed_topics + write_queue_datas(base, K.topics, name, names, encs, check_each,
+  changed_topics = changed_topics + write_topic_groups(base, K.topics, name, groups, check_each,
     is_prime_slave and eam == "1", ch)
   if changed_topics > 0 then topics_touched(base, name) end
 end
@@ -249,14 +304,15 @@ if applies and begin then
   -- Pending until registerFinish: no digest yet (an unchanged replay now would skip the unwritten topics).
   rcall("HSET", kl, "rg", regid, "rtk", topic_token(role_of(rcall("HGETALL", kba))), "zone", zone, "eam", eam_arg,
     "fsl", filter_arg)
-  rcall("HDEL", kl, "rd", "tk")
+  rcall("HDEL", kl, "rd", "tk", "td")
 else
   if applies then rcall("HDEL", kl, "rg", "rtk") end  -- its topics are all written now
   if digest == "" then
-    rcall("HDEL", kl, "rd", "tk")  -- the bytes are unknown: the next registration must be a full one
+    rcall("HDEL", kl, "rd", "tk", "td")  -- the bytes are unknown: the next registration must be a full one
   elseif not unchanged then
-    rcall("HSET", kl, "rd", digest, "tk", topic_token(role_of(rcall("HGETALL", kba))), "zone", zone, "eam",
-      eam_arg, "fsl", filter_arg)
+    local token = topic_token(role_of(rcall("HGETALL", kba)))
+    rcall("HSET", kl, "rd", digest, "tk", token, "zone", zone, "eam", eam_arg, "fsl", filter_arg)
+    if exact then rcall("HSET", kl, "td", digest .. "|" .. token) else rcall("HDEL", kl, "td") end
   end
 end
 -- The digest's key outlives the broker's registration interval (30 s) even for short timeouts; one left behind
@@ -275,6 +331,7 @@ if filter_arg ~= "-" then
 end
 
 if broker_changed and not begin then
+  ch.lines = {}  -- a delta's update lines: every topic is named below
   for _, t in ipairs(rcall("SMEMBERS", kbt)) do changes_add(ch, t) end
 end
 changes_publish(base, K.ver, ch)
@@ -300,5 +357,8 @@ if begin then
 end
 if unchanged then  -- who it was: the worker may answer the same bytes again from memory (service/core/unchanged.py)
   return { 1, ha_out, master_out, has_kv, kv, 0, 0, 1, name, cluster, addr }
+end
+if ARGV[21] == "3" then  -- how the delta mode went: "delta" (the delta written) or "whole" (the table)
+  return { 1, ha_out, master_out, has_kv, kv, changed_topics, register_first and 1 or 0, 0, delta and "delta" or "whole" }
 end
 return { 1, ha_out, master_out, has_kv, kv, changed_topics, register_first and 1 or 0, 0 }

@@ -270,6 +270,12 @@ class WriteShortcuts:
                                   "pending and retried)", value=live.failures if live is not None else 0)
         yield CounterMetricFamily("namesrv_registrations_answered_from_memory", "unchanged registrations this "
                                   "worker answered without Redis", value=ns.unchanged.hits if ns is not None else 0)
+        deltas = CounterMetricFamily("namesrv_registration_deltas", "changed registrations sent to Redis as what "
+                                     "they change against the connection's last one (refused: the store no longer "
+                                     "held that one's table; sent in full then)", labels=["result"])
+        for result in ("applied", "refused"):
+            deltas.add_metric([result], getattr(ns.bases, result) if ns is not None else 0)
+        yield deltas
         yield CounterMetricFamily("namesrv_route_cache_updates", "cached routes updated in place by change events",
                                   value=routes.updates if routes is not None else 0)
         yield CounterMetricFamily("namesrv_route_cache_flushes", "whole route-cache flushes (a '*' event, a version "

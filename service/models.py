@@ -430,23 +430,108 @@ class KvImportResult:
                 "namespaces": self.namespaces}
 
 
-@dataclass(frozen=True, slots=True)
 class TopicTable:
-    """A registration's topics in compact text, one "name\tread,write,perm,sysFlag\n" line each: the queue data
-    already as the store keeps it, so Lua takes it as one capture (names are validated, so neither tab nor newline
-    occurs in them). This is what crosses a process boundary after a large body was parsed elsewhere, and what the
-    store hands to Lua."""
+    """A registration's topics as the store keeps their queue data: name -> "read,write,perm,sysFlag" (`encs`), and
+    the same as compact text (`lines`), one "name\tread,write,perm,sysFlag\n" line each, which the store hands to
+    the steps of a chunked registration (names are validated, so neither tab nor newline occurs in them), and
+    grouped by queue data (`groups`), which a whole registration hands to Lua. Each is built from another when
+    first asked for. What crosses a process boundary after a large body was parsed elsewhere is the lines only."""
 
-    lines: str
-    count: int
+    __slots__ = ("_encs", "_lines", "_groups", "count")
+
+    def __init__(self, lines: str | None = None, count: int = 0, encs: dict[str, str] | None = None,
+                 groups: str | None = None) -> None:
+        self._lines = lines
+        self._encs = encs
+        self._groups = groups
+        self.count = len(encs) if encs is not None else count
 
     @classmethod
     def of(cls, topics: dict[str, TopicConfig]) -> TopicTable:
-        return cls("".join(f"{t}\t{c.read_queue_nums},{c.write_queue_nums},{c.perm},{c.topic_sys_flag}\n"
-                           for t, c in topics.items()), len(topics))
+        return cls(encs={t: f"{c.read_queue_nums},{c.write_queue_nums},{c.perm},{c.topic_sys_flag}"
+                         for t, c in topics.items()})
+
+    @property
+    def lines(self) -> str:
+        if self._lines is None:
+            encs = self._encs or {}
+            self._lines = "".join(map("{}\t{}\n".format, encs, encs.values()))
+        return self._lines
+
+    @property
+    def groups(self) -> str:
+        """The topics grouped by queue data, "enc\tname\tname...\n" per distinct queue data (a decoder that knows
+        them gives it; most brokers' topics share a few): what a whole registration hands to Lua."""
+        if self._groups is None:
+            by: dict[str, list[str]] = {}
+            for name, enc in self.encs.items():
+                group = by.get(enc)
+                if group is None:
+                    by[enc] = [name]
+                else:
+                    group.append(name)
+            self._groups = _grouped(by)
+        return self._groups
+
+    @property
+    def encs(self) -> dict[str, str]:
+        if self._encs is None:
+            self._encs = dict(line.split("\t") for line in (self._lines or "").splitlines())
+        return self._encs
 
     def names(self) -> list[str]:
-        return [line.split("\t", 1)[0] for line in self.lines.splitlines()]
+        return list(self._encs) if self._encs is not None else [
+            line.split("\t", 1)[0] for line in self.lines.splitlines()]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TopicTable) and (self.count, self.lines) == (other.count, other.lines)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TopicTable({self.lines!r}, {self.count})"
+
+    def __getstate__(self) -> tuple[str, int]:
+        return self.lines, self.count
+
+    def __setstate__(self, state: tuple[str, int]) -> None:
+        self._lines, self.count = state
+        self._encs = self._groups = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDelta:
+    """What a registration's topic table changes against an earlier registration of the same broker, its base
+    (named by digest): the store writes only this, if its fence shows that the broker's queue data are still
+    exactly the base's table (registerBroker's delta mode). A changed registration of a stock broker re-sends
+    its whole table; usually a few topics differ, and at most their queue counts."""
+
+    base: str  # the digest of the base registration
+    changed: str  # the topics whose queue data changed, grouped by their new queue data (TopicTable.groups)
+    removed: str  # "name\n" per topic of the base this one does not name
+    added: str  # the topics the base does not name, grouped
+    size: int  # topics it carries
+
+    @classmethod
+    def between(cls, base: str, old: dict[str, str], new: dict[str, str]) -> TopicDelta:
+        differ = new.items() - old.items()  # (name, enc) added or changed: one C-level pass
+        changed: dict[str, list[str]] = {}
+        added: dict[str, list[str]] = {}
+        for name, enc in differ:
+            into = changed if name in old else added
+            group = into.get(enc)
+            if group is None:
+                into[enc] = [name]
+            else:
+                group.append(name)
+        n_added = sum(map(len, added.values()))
+        gone = old.keys() - new.keys() if len(old) + n_added != len(new) else ()
+        return cls(base, _grouped(changed), "".join(t + "\n" for t in gone), _grouped(added), len(differ) + len(gone))
+
+
+def _grouped(groups: dict[str, list[str]]) -> str:
+    """Topics by queue data as registerBroker takes them: "enc\tname\tname...\n" per queue data."""
+    return "".join(f"{enc}\t{chr(9).join(names)}\n" for enc, names in groups.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,6 +629,7 @@ class RegisterBrokerResult:
     register_first: bool = False
     unchanged: bool = False  # applied without its topics: the same bytes as this broker's last registration
     who: tuple[str, str, str] | None = None  # unchanged: (brokerName, clusterName, brokerAddr) it replayed
+    delta: bool = False  # sent with a delta (TopicDelta) and applied as one (not whole)
 
     def to_dict(self) -> dict[str, Any]:
         return {"haServerAddr": self.ha_server_addr, "masterAddr": self.master_addr,

@@ -56,7 +56,7 @@ end
 local MAX_EVENT_TOPICS = 200000
 
 local function changes_new()
-  return { seen = {}, n = 0, all = false, brokers = {}, states = {}, updates = {}, nu = 0 }
+  return { seen = {}, n = 0, all = false, brokers = {}, states = {}, updates = {}, nu = 0, lines = {} }
 end
 
 -- Topic `t`'s route changed only in `broker_name`'s queue data, now `enc` ("r,w,perm,sysFlag"): published in a line
@@ -72,6 +72,19 @@ local function changes_update(ch, t, broker_name, enc)
     return
   end
   ch.updates[t] = broker_name .. "\t" .. enc
+end
+
+-- `n` topics ("t1\tt2...") changed only in `broker_name`'s queue data, all now `enc`: published as they are, one
+-- line (a delta registration's groups). A topic also named plainly is evicted (the worker evicts after updating).
+local function changes_update_group(ch, broker_name, enc, topics, n)
+  if ch.all then return end
+  ch.nu = ch.nu + n
+  if ch.nu > MAX_EVENT_TOPICS then
+    ch.all = true
+    ch.seen = {}
+    return
+  end
+  ch.lines[#ch.lines + 1] = "=" .. broker_name .. "\t" .. enc .. "\t" .. topics
 end
 
 -- Brokers whose registration state changed in this script (queue data, addresses, liveness removed, a full
@@ -120,7 +133,9 @@ end
 local function changes_publish(base, k_ver, ch)
   for b, _ in pairs(touched_brokers) do ch.states[b] = true end
   touched_brokers = {}
-  if not ch.all and ch.n == 0 and ch.nu == 0 and #ch.brokers == 0 and next(ch.states) == nil then return 0 end
+  if not ch.all and ch.n == 0 and ch.nu == 0 and #ch.brokers == 0 and #ch.lines == 0 and next(ch.states) == nil then
+    return 0
+  end
   local ver = rcall("INCR", k_ver)
   local payload
   if ch.all then
@@ -141,6 +156,7 @@ local function changes_publish(base, k_ver, ch)
       end
     end
     for _, u in ipairs(order) do parts[#parts + 1] = "=" .. u .. "\t" .. table.concat(groups[u], "\t") end
+    for _, line in ipairs(ch.lines) do parts[#parts + 1] = line end
     for _, b in ipairs(ch.brokers) do parts[#parts + 1] = "@" .. b end
     for b, _ in pairs(ch.states) do parts[#parts + 1] = "!" .. b end
     payload = table.concat(parts, "\n")
@@ -242,6 +258,96 @@ local function write_queue_datas(base, k_topics, broker_name, names, encs, check
         end
         changed = changed + 1
       end
+    end
+  end
+  return changed
+end
+
+-- A whole registration's topics, grouped by queue data ("enc\tname\tname...\n" repeated: registerBroker ARGV 15).
+-- Whether they are exactly one topic (the single-topic guard), and the set of their names.
+local function single_topic(groups)
+  return string.find(groups, "^[^\t\n]+\t[^\t\n]+\n$") ~= nil
+end
+
+local function group_names(groups)
+  local named = {}
+  for _, topics in string.gmatch(groups, "([^\t\n]+)\t([^\n]+)\n") do
+    for t in string.gmatch(topics, "[^\t]+") do named[t] = true end
+  end
+  return named
+end
+
+-- write_queue_datas for topics grouped by queue data: what a group changes in served topics is published as one
+-- update line (the group's own text when every topic of it changed). Returns how many changed.
+local function write_topic_groups(base, k_topics, broker_name, groups, check_each, wipe_write, ch)
+  local kbt = base .. "bt:" .. broker_name
+  local changed = 0
+  for enc, topics in string.gmatch(groups, "([^\t\n]+)\t([^\n]+)\n") do
+    local names, n = {}, 0
+    for t in string.gmatch(topics, "[^\t]+") do
+      n = n + 1
+      names[n] = t
+    end
+    local served = {}
+    for i = 1, n, 4000 do
+      local res = rcall("SMISMEMBER", kbt, unpack(names, i, math.min(i + 3999, n)))
+      for j = 1, #res do served[i + j - 1] = res[j] == 1 end
+    end
+    local e = enc
+    if wipe_write then e = qd_with_perm(enc, clear_write(qd_perm(enc))) end
+    local updated, nu = {}, 0
+    for j = 1, n do
+      local t = names[j]
+      if check_each or not served[j] then
+        local kt = base .. "t:" .. t
+        if not served[j] or rcall("HGET", kt, broker_name) ~= e then
+          rcall("HSET", kt, broker_name, e)
+          if served[j] then
+            nu = nu + 1
+            updated[nu] = t
+          else
+            rcall("SADD", k_topics, t)
+            rcall("SADD", kbt, t)
+            changes_add(ch, t)
+          end
+          changed = changed + 1
+        end
+      end
+    end
+    if nu == n and n > 0 then
+      changes_update_group(ch, broker_name, e, topics, n)
+    elseif nu > 0 then
+      changes_update_group(ch, broker_name, e, table.concat(updated, "\t"), nu)
+    end
+  end
+  return changed
+end
+
+-- Step 10 of a delta registration for the topics whose queue data it changes, "enc\tname\tname...\n" per new
+-- queue data: each is served with the data of the delta's base (its fence says so), which differ, so each is written
+-- and named in one update line per group without reading it first; with the write bit wiped (a prime slave under
+-- the acting-master rule) two data may wipe to the same, so each is compared then. Returns how many changed.
+local function write_changed_groups(base, broker_name, groups, wipe_write, ch)
+  local changed = 0
+  for enc, topics in string.gmatch(groups, "([^\t\n]+)\t([^\n]+)\n") do
+    if wipe_write then
+      local e = qd_with_perm(enc, clear_write(qd_perm(enc)))
+      for t in string.gmatch(topics, "[^\t]+") do
+        local kt = base .. "t:" .. t
+        if rcall("HGET", kt, broker_name) ~= e then
+          rcall("HSET", kt, broker_name, e)
+          changes_update(ch, t, broker_name, e)
+          changed = changed + 1
+        end
+      end
+    else
+      local n = 0
+      for t in string.gmatch(topics, "[^\t]+") do
+        rcall("HSET", base .. "t:" .. t, broker_name, enc)
+        n = n + 1
+      end
+      changes_update_group(ch, broker_name, enc, topics, n)
+      changed = changed + n
     end
   end
   return changed

@@ -31,6 +31,7 @@ from service.config import (
 )
 from service.core.access import Access, Principal, Role
 from service.core.coalesce import Coalescer
+from service.core.deltas import RegistrationBases
 from service.core.liveness import LivenessBatch
 from service.core.route_cache import RouteCache, RouteEntry
 from service.core.unchanged import Answer, UnchangedAnswers
@@ -49,6 +50,7 @@ from service.models import (
     ReadAt,
     RegisterBroker,
     RegisterBrokerResult,
+    TopicDelta,
     TopicList,
     TopicRouteData,
     address,
@@ -174,6 +176,7 @@ class NameServer:
                                  max_bytes=settings.route_cache_max_bytes,
                                  max_missing=settings.route_cache_max_absent)
         self.unchanged = UnchangedAnswers()  # unchanged registrations this worker may answer from memory
+        self.bases = RegistrationBases()  # the last table sent per broker: what a changed one is a delta of
         self.routes.state_listeners.append(self.unchanged.invalidate)
         self._parsers: ProcessPoolExecutor | None = None  # large registration bodies are parsed there
         self._apply_switches({})
@@ -247,16 +250,17 @@ class NameServer:
         self.access.require(who, Role.BROKER)
         s = self.settings
         digest = ""
+        key = b""
         try:
             if isinstance(body, bytes | bytearray):
                 if decode is None:
                     raise TypeError("a raw registration body needs its door's decode function")
                 changed = False
                 if door_key is not None:
+                    key = digest_key(door_key, s.broker_timeout_ms)
                     if memo is None:
-                        digest = registration_digest(door_key, s.broker_timeout_ms, body)
+                        digest = _sha256(key, body)
                     else:
-                        key = digest_key(door_key, s.broker_timeout_ms)
                         changed = memo.other_than_last(key, body)
                         digest = memo.digest_of(key, body)
                 if door_key is not None and not changed:
@@ -278,12 +282,24 @@ class NameServer:
             if who.cluster_bound:
                 guarded = ([] if s.allow_cross_cluster_topics
                            else [t for t in req.topic_names() if not is_system_topic(t)])
+            delta = None
+            if key and req.table is not None and self.store.applies_whole(req.table.count):
+                table = req.table.encs
+                base = self.bases.get(key)
+                if base is not None and base[0] != digest:
+                    delta = TopicDelta.between(base[0], base[1], table)
+                self.bases.sent(key, digest, table)
             res = await self.store.register_broker(
                 req, default_timeout_ms=s.broker_timeout_ms,
                 delete_topic_with_broker_registration=s.delete_topic_with_broker_registration,
                 return_order_topic_config=s.return_order_topic_config_to_broker,
                 single_topic_guard=single_topic_guard, connection=connection, cross_cluster_topics=guarded,
-                digest=digest)
+                digest=digest, delta=delta)
+            if delta is not None:
+                if res.delta:
+                    self.bases.applied += 1
+                else:
+                    self.bases.refused += 1
         except Exception as exc:
             self.metrics.registrations.labels(result=getattr(exc, "code", "error")).inc()
             raise

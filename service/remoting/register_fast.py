@@ -28,7 +28,7 @@ _FILTERS_OR_NONE = {*_FILTER_TYPES, None}
 
 
 def topic_table(table: dict) -> TopicTable | None:
-    """The compact lines of a topicConfigTable every entry of which both layers accept, else None."""
+    """The queue data of a topicConfigTable every entry of which both layers accept, else None."""
     return _stock_shaped(table) or _each_entry(table)
 
 
@@ -64,14 +64,13 @@ def _stock_shaped(table: dict) -> TopicTable | None:
         return None
     if any(attributes) and not all(type(v) is str for a in attributes if a for v in a.values()):
         return None
-    return TopicTable("".join(map("{}\t{}\n".format, names, map(encoded.__getitem__, counts))), len(names))
+    return TopicTable(encs=dict(zip(names, map(encoded.__getitem__, counts), strict=True)))
 
 
 def _each_entry(table: dict) -> TopicTable | None:
     """Entry by entry: each count absent (its default) or an int, not a bool, in range; a check written out per
     field (the counts first; an empty attributes map costs no generator)."""
-    lines: list[str] = []
-    append = lines.append
+    encs: dict[str, str] = {}
     fullmatch = TOPIC_RE.fullmatch
     for name, conf in table.items():
         if type(conf) is not dict or type(name) is not str or len(name) > MAX_NAME or not fullmatch(name):
@@ -97,8 +96,8 @@ def _each_entry(table: dict) -> TopicTable | None:
                 or (attributes is not None and (type(attributes) is not dict or (
                     attributes and not all(type(v) is str for v in attributes.values())))):
             return None
-        append(f"{name}\t{r},{w},{p},{s}\n")
-    return TopicTable("".join(lines), len(lines))
+        encs[name] = f"{r},{w},{p},{s}"
+    return TopicTable(encs=encs)
 
 
 def plain_registration(header: dict[str, Any], compressed: bool, version: int, raw: bytes) -> RegisterBroker | None:

@@ -35,6 +35,7 @@ from service.models import (
     ReadAt,
     RegisterBroker,
     RegisterBrokerResult,
+    TopicDelta,
     TopicRouteData,
 )
 from service.store import sweeps
@@ -74,6 +75,7 @@ def _registration_result(res: list[Any]) -> RegisterBrokerResult | None:
         register_first=bool(int(res[6])),
         unchanged=bool(int(res[7])),
         who=(res[8], res[9], res[10]) if len(res) > 10 else None,
+        delta=len(res) == 9 and res[8] == "delta",
     )
 
 
@@ -248,28 +250,39 @@ class RouteStore(ChangeEvents):
         connection: str = "",
         cross_cluster_topics: Sequence[str] | None = None,
         digest: str = "",
+        delta: TopicDelta | None = None,
         now: int | None = None,
     ) -> RegisterBrokerResult:
         """REGISTER_BROKER. `connection`: the native connection it came on (its close unregisters the broker
         unless it registered again since). `cross_cluster_topics`: when not None, the cross-cluster guard is on
         and these topics (the payload's non-system ones) must not live only on other clusters' brokers.
         `digest`: of the registration as received (NameServer.registration_digest), recorded so that the same
-        bytes again can be applied by register_unchanged; "" = unknown (the next one is a full one).
-        More topics than `limits.chunk_topics`: applied in bounded steps (service/store/chunked.py)."""
-        args = self._registration_args(
-            req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
-            single_topic_guard, connection, cross_cluster_topics, digest, now)
+        bytes again can be applied by register_unchanged; "" = unknown (the next one is a full one). `delta`:
+        what its topic table changes against an earlier registration of the same broker (its base): Redis
+        writes only that if it still holds exactly the base's table, else the whole table (registerBroker's delta
+        mode; one call either way). More topics than `limits.chunk_topics`: applied in bounded steps
+        (service/store/chunked.py), without a delta."""
         count = req.topic_table.count
         # The single-topic guard refuses a first registration of one topic: never one with more topics than a chunk.
-        if self.limits.chunk_topics and count > self.limits.chunk_topics:
+        if not self.applies_whole(count):
+            args = self._registration_args(
+                req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
+                single_topic_guard, connection, cross_cluster_topics, digest, now, "")
             return await self._chunked(req, args, self.limits.chunk_topics, delete_topic_with_broker_registration,
                                        cross_cluster_topics, digest).run()
+        args = self._registration_args(
+            req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
+            single_topic_guard, connection, cross_cluster_topics, digest, now, req.topic_table.groups, delta)
         res = await self._run("registerBroker", self._fixed["registerBroker"], *args, client=self.bulk_redis,
                               deadline=self.limits.bulk(count), wait=self.limits.wait_registrations)
         result = _registration_result(res)
         if result is None:
             raise AssertionError("registerBroker answered 'unchanged only' to a full registration")
         return result
+
+    def applies_whole(self, topics: int) -> bool:
+        """Whether a registration of this many topics is one script call (else it goes in steps)."""
+        return not self.limits.chunk_topics or topics <= self.limits.chunk_topics
 
     def chunked_registration(
         self,
@@ -287,7 +300,7 @@ class RouteStore(ChangeEvents):
         """register_broker's chunked path as an object to step through (tests interleave other operations)."""
         args = self._registration_args(
             req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config, False,
-            connection, cross_cluster_topics, digest, now)
+            connection, cross_cluster_topics, digest, now, "")
         return self._chunked(req, args, chunk_topics, delete_topic_with_broker_registration, cross_cluster_topics,
                              digest)
 
@@ -300,18 +313,24 @@ class RouteStore(ChangeEvents):
 
     def _registration_args(self, req: RegisterBroker, default_timeout_ms: int | None, delete_missing: bool,
                            return_kv: bool, single_topic_guard: bool, connection: str,
-                           cross_cluster_topics: Sequence[str] | None, digest: str, now: int | None) -> list[Any]:
-        """registerBroker's ARGV for a whole registration (see its header)."""
+                           cross_cluster_topics: Sequence[str] | None, digest: str, now: int | None, topics: str,
+                           delta: TopicDelta | None = None) -> list[Any]:
+        """registerBroker's ARGV for a registration with these topics (ARGV 15: grouped, or "" for the steps of a
+        chunked one), in delta mode with a delta (see its header)."""
         eam = "" if req.enable_acting_master is None else _flag(req.enable_acting_master)
         fsl = "-" if req.filter_server_list is None else orjson.dumps(req.filter_server_list).decode()
         timeout = req.heartbeat_timeout_ms or default_timeout_ms or self.default_timeout_ms
-        return [
+        args = [
             req.cluster, req.broker_name, str(req.broker_id), req.broker_addr, req.ha_server_addr,
             req.zone_name or "", eam, timeout, req.data_version.encode(), req.data_version.state_version,
-            _flag(delete_missing), _flag(return_kv), _flag(single_topic_guard), fsl, req.topic_table.lines,
+            _flag(delete_missing), _flag(return_kv), _flag(single_topic_guard), fsl,
+            topics,
             "" if now is None else now, connection, _flag(cross_cluster_topics is not None),
-            "".join(t + "\n" for t in cross_cluster_topics or ()), digest, "0", "",
+            "".join(t + "\n" for t in cross_cluster_topics or ()), digest, "0" if delta is None else "3", "",
         ]
+        if delta is not None:
+            args += ["", delta.base, delta.changed, delta.removed, delta.added]
+        return args
 
     async def register_unchanged(
         self,
