@@ -19,7 +19,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from service.core import NameServer
 from service.core.announce import Announcer
 from service.core.controller import controller_scan
-from service.errors import NamesrvError
+from service.errors import NamesrvError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
@@ -49,7 +49,9 @@ def _safe(job: Callable[[NameServer], Awaitable[Any]], name: str) -> Callable[[N
     async def run(ns: NameServer) -> Any:
         try:
             return await job(ns)
-        except NamesrvError as exc:  # Redis outage (counted where it was translated): log, try again next tick
+        except StoreUnavailable as exc:  # the outage is told once, where it was translated: try again next tick
+            log.debug("%s failed: %s", name, exc.message)
+        except NamesrvError as exc:
             log.warning("%s failed: %s", name, exc.message)
         except Exception:
             log.exception("%s failed", name)

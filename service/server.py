@@ -31,6 +31,7 @@ from service.logs import setup_logging
 from service.remoting.server import RemotingServer
 from service.scheduler import build_scheduler
 from service.store import RouteStore, connect_store
+from service.store.connect import configuration_refused
 from service.store.members import MemberStore
 
 log = logging.getLogger(__name__)
@@ -162,6 +163,11 @@ def serve(settings: Settings) -> int:
             bind_socket(settings.host, port).close()  # fail fast and clearly if a port is taken
         except OSError as exc:
             print(f"namesrv serve: cannot bind {settings.host}:{port}: {exc.strerror}", file=sys.stderr)
+            return 2
+    if not settings.embedded:
+        refusal = asyncio.run(configuration_refused(settings))
+        if refusal is not None:  # waiting will not help: say so now, not in every worker's log forever
+            print(f"namesrv serve: configuration error: {refusal}", file=sys.stderr)
             return 2
     if settings.workers == 1:
         run_worker(settings)

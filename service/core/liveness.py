@@ -23,6 +23,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from service.errors import StoreUnavailable
+
 log = logging.getLogger(__name__)
 MAX_PER_CALL = 2000  # heartbeats per script call: each costs Redis ~1 µs, so a call stays well under a millisecond
 
@@ -90,7 +92,8 @@ class LivenessBatch:
                 await self.flush()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # Redis down: kept, written with the next batch
+            except Exception as exc:  # Redis down: kept, written with the next batch (the outage is told once)
                 self.failures += 1
-                log.warning("writing %d acknowledged heartbeats failed (%s); retrying in %.1f s", len(self._pending),
-                            exc, self.interval)
+                (log.debug if isinstance(exc, StoreUnavailable) else log.warning)(
+                    "writing %d acknowledged heartbeats failed (%s); retrying in %.1f s", len(self._pending), exc,
+                    self.interval)

@@ -440,17 +440,23 @@ class RouteCache:
             await asyncio.sleep(interval)
 
     async def _listen(self) -> None:
-        backoff = 0.05
+        backoff, lost = 0.05, False
+
+        def subscribed() -> None:  # anything cached before this subscription may have missed events: flush
+            nonlocal backoff, lost
+            self.flush()
+            backoff, lost = 0.05, False
+
         while not self._stopping:
             try:
-                # anything cached before this subscription may have missed events: flush once subscribed
-                async for payload in self._events(self.flush):
-                    backoff = 0.05
+                async for payload in self._events(subscribed):
                     self.apply_event(payload)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
-                log.warning("change-event subscription lost (%s); cache flushed, retrying", exc)
+            except Exception as exc:  # said once; while Redis stays down the store's outage log speaks
+                (log.debug if lost else log.warning)("change-event subscription lost (%s); cache flushed, retrying",
+                                                     exc)
+                lost = True
                 self.flush()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)

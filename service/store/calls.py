@@ -32,6 +32,7 @@ from redis.exceptions import (
 )
 
 from service.errors import NamesrvError, StoreUnavailable
+from service.store.outage import OUTAGE, refused
 
 log = logging.getLogger(__name__)
 # Replies Redis gives while it cannot serve (restart, failover, cluster reconfiguration): retry later.
@@ -55,23 +56,31 @@ R = TypeVar("R")
 
 def translate(exc: BaseException) -> NamesrvError:
     """A redis-py exception as the project's error: transient trouble is StoreUnavailable (503 / retry). Counted in
-    FAILURES by kind."""
+    FAILURES by kind, and told to the log once per outage (service/store/outage.py), where Redis and the cause
+    are named; the reply says only that the store is unavailable (clients are not told where Redis is)."""
     if type(exc) is TimeoutError:  # the store's own deadline (asyncio.timeout), not a socket timeout
         FAILURES["deadline"] += 1
+        OUTAGE.failed(exc, at_once=False)
         return StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
     if isinstance(exc, RedisConnectionError | RedisTimeoutError | BusyLoadingError | OSError):
         FAILURES["not_ready" if isinstance(exc, BusyLoadingError) else "connection"] += 1
+        OUTAGE.failed(exc, at_once=True)
         return StoreUnavailable(f"the route store (Redis) is unavailable: {type(exc).__name__}; retry shortly")
     text = str(exc)
     if isinstance(exc, ResponseError) and text.split(" ", 1)[0] in _TRANSIENT:
         FAILURES["not_ready"] += 1
+        OUTAGE.failed(exc, at_once=True)
         return StoreUnavailable(f"the route store is not ready: {text.split(' ', 1)[0]}; retry shortly")
     if isinstance(exc, TryAgainError | MovedError | AskError | ClusterDownError | SlotNotCoveredError) or (
             isinstance(exc, ResponseError | ClusterError | RedisClusterException)
             and any(t in text for t in _TRANSIENT_TEXT)):
         FAILURES["resharding"] += 1
+        OUTAGE.failed(exc, at_once=False)
         return StoreUnavailable("the route store is being resharded or failed over; retry shortly")
     FAILURES["error"] += 1
+    if refused(exc) is not None:  # NOPERM, a database number Redis lacks: the server's log says which
+        OUTAGE.failed(exc, at_once=True)
+        return StoreUnavailable("the route store (Redis) refuses this server's configuration; see its log")
     log.error("unexpected Redis error: %s", text)
     return NamesrvError(f"route store error: {type(exc).__name__}")
 
@@ -82,9 +91,11 @@ def store_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     @wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return await fn(*args, **kwargs)
+            result = await fn(*args, **kwargs)
         except REDIS_ERRORS as exc:
             raise translate(exc) from exc
+        OUTAGE.answered()
+        return result
 
     return wrapper
 
@@ -133,9 +144,11 @@ def bounded(bulk: bool = False) -> Callable[[Callable[..., Awaitable[R]]], Calla
             limits = self.limits
             try:
                 async with asyncio.timeout(limits.bulk_deadline_s if bulk else limits.deadline_s):
-                    return await fn(self, *args, **kwargs)
+                    result = await fn(self, *args, **kwargs)
             except REDIS_ERRORS as exc:
                 raise translate(exc) from exc
+            OUTAGE.answered()
+            return result
 
         return wrapper
 

@@ -8,6 +8,7 @@ findings each choice rests on (S1–S4, C1–C6).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -20,7 +21,9 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 
 from service.config import Settings
+from service.store.outage import OUTAGE, refused
 from service.store.routes import RouteStore, StoreLimits
+from service.store.scripts import load_all
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +130,43 @@ def store_limits(settings: Settings) -> StoreLimits:
     )
 
 
+def redis_target(settings: Settings) -> str:
+    """Redis as the log names it: the URL (password masked), the Sentinel service and sentinels, the seeds."""
+    url = settings.masked()["redis_url"]
+    if settings.redis_mode == "sentinel":
+        return f"Redis (Sentinel service {settings.redis_master_name} via {settings.redis_sentinels})"
+    if settings.redis_mode == "cluster":
+        seeds = ", ".join([url, *filter(None, settings.redis_cluster_nodes.split(","))])
+        return f"Redis Cluster (seeds {seeds})"
+    return f"Redis {url}"
+
+
+async def configuration_refused(settings: Settings, within_s: float = 5.0) -> str | None:
+    """At start, before any worker: what Redis answered if it is reachable but refuses this configuration (a wrong
+    password or ACL user, a database it does not have, an ACL without the scripting or key rights the store
+    needs), else None. An unreachable Redis is an outage the workers wait out, not a reason not to start."""
+    store = connect_store(settings)
+    try:
+        async with asyncio.timeout(within_s):
+            await store.redis.ping()  # AUTH and SELECT happen as the connection opens
+            for script in load_all().values():
+                await store.redis.script_load(script.source)
+            await store.redis.get(store.keys.version)
+    except Exception as exc:  # noqa: BLE001 (whatever it is, only a refusal stops the start)
+        refusal = refused(exc)
+        return None if refusal is None else f"{redis_target(settings)} refuses this configuration: {refusal}"
+    finally:
+        await store.close()
+    return None
+
+
 def connect_store(settings: Settings) -> RouteStore:
     """The RouteStore for these settings: a fast-failing client, and a bulk one for long scripts."""
     if settings.embedded:
         log.warning(EMBEDDED_WARNING)
         return RouteStore(make_redis(settings), settings.key_prefix, default_timeout_ms=settings.broker_timeout_ms,
                           limits=store_limits(settings))
+    OUTAGE.target = redis_target(settings)
     sentinel = make_sentinel(settings) if settings.redis_mode == "sentinel" else None
     return RouteStore(make_redis(settings, sentinel=sentinel), settings.key_prefix,
                       bulk_redis=make_redis(settings, bulk=True, sentinel=sentinel),

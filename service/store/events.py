@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from service.errors import StoreUnavailable
 from service.store.calls import REDIS_ERRORS, translate
+from service.store.outage import OUTAGE
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ class ChangeEvents:
             raise translate(exc) from exc
         try:
             await pubsub.subscribe(self.keys.changes)
+            OUTAGE.answered()
             quiet_push_handler(pubsub)
             if on_subscribed is not None:
                 on_subscribed()

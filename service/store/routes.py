@@ -52,6 +52,7 @@ from service.store.calls import (  # re-exported: the store's callers import the
 from service.store.chunked import ChunkedRegistration
 from service.store.events import ChangeEvents
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
+from service.store.outage import OUTAGE
 from service.store.scripts import LuaScript, call_loaded, load_all
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class RouteStore(ChangeEvents):
                 self._shas[name] = await self.redis.script_load(script.source)
         except REDIS_ERRORS as exc:
             raise translate(exc) from exc
+        OUTAGE.answered()
 
     @bounded()
     async def load_scripts_if_missing(self) -> None:
@@ -188,10 +190,12 @@ class RouteStore(ChangeEvents):
         budget = (deadline or self.limits.deadline_s) + (self.limits.wait_timeout_ms / 1000 if replicas else 0)
         try:
             async with asyncio.timeout(budget):
-                return await call_loaded(redis, self._shas, self._scripts[name],
-                                         lambda sha: self._evalsha(redis, sha, keys, args, replicas))
+                result = await call_loaded(redis, self._shas, self._scripts[name],
+                                           lambda sha: self._evalsha(redis, sha, keys, args, replicas))
         except REDIS_ERRORS as exc:
             raise translate(exc) from exc
+        OUTAGE.answered()
+        return result
 
     async def _evalsha(self, redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
         if not replicas:
