@@ -87,12 +87,14 @@ def main(argv: list[str] | None = None) -> int:
               "store lives inside a running `namesrv serve` only", file=sys.stderr)
         return 2
     from service.maintenance import COMMANDS, to_text
+    from service.store.outage import OUTAGE
 
+    OUTAGE.quiet = True  # one line says it all, naming Redis and the cause
     try:
         result = asyncio.run(COMMANDS[args.command](settings))
     except NamesrvError as exc:
-        print(f"namesrv {args.command}: {exc.message}", file=sys.stderr)
-        return 1
+        print(f"namesrv {args.command}: {OUTAGE.status() if OUTAGE.failing else exc.message}", file=sys.stderr)
+        return 2 if OUTAGE.refusal else 1
     print(to_text(result))
     return 0
 

@@ -94,6 +94,8 @@ class LivenessBatch:
                 raise
             except Exception as exc:  # Redis down: kept, written with the next batch (the outage is told once)
                 self.failures += 1
-                (log.debug if isinstance(exc, StoreUnavailable) else log.warning)(
-                    "writing %d acknowledged heartbeats failed (%s); retrying in %.1f s", len(self._pending), exc,
-                    self.interval)
+                if isinstance(exc, StoreUnavailable):
+                    log.debug("writing %d acknowledged heartbeats failed (%s)", len(self._pending), exc)
+                else:
+                    log.warning("writing %d acknowledged heartbeats failed (%s); retrying in %.1f s",
+                                len(self._pending), exc, self.interval)

@@ -454,8 +454,10 @@ class RouteCache:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # said once; while Redis stays down the store's outage log speaks
-                (log.debug if lost else log.warning)("change-event subscription lost (%s); cache flushed, retrying",
-                                                     exc)
+                if lost:
+                    log.debug("change-event subscription still lost (%s); retrying", exc)
+                else:
+                    log.warning("change-event subscription lost (%s); cache flushed, retrying", exc)
                 lost = True
                 self.flush()
                 await asyncio.sleep(backoff)

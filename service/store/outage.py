@@ -62,10 +62,19 @@ class Outage:
         self.clock = clock
         self.target = "Redis"  # connect_store names it: the URL (password masked), the Sentinel set, the seeds
         self.first_failure: float | None = None  # of the current run of failures
+        self.refusal: str | None = None  # what Redis said if the last failure was a refused configuration
         self.announced = False  # its first line was logged
         self.failures = 0
         self.last = ""
         self._reminders = 0
+        self.quiet = False  # a one-shot command says it in its own one line (status()) instead
+
+    def status(self) -> str:
+        """The outage in one line, for a command that prints rather than logs."""
+        refusal = self.refusal
+        if refusal is not None:
+            return f"{self.target} refuses this configuration: {refusal}"
+        return f"{self.target} is unavailable ({self.last})"
 
     @property
     def failing(self) -> bool:
@@ -78,22 +87,21 @@ class Outage:
         if self.first_failure is None:
             self.first_failure, self.failures, self._reminders = now, 0, 0
         self.failures += 1
-        self.last = cause(exc)
+        self.last, self.refusal = cause(exc), refused(exc)
         elapsed = now - self.first_failure
+        if self.quiet:
+            return
         if self.announced:
             if elapsed >= reminder_due(self._reminders):
                 self._reminders += 1
                 log.warning("%s still unavailable after %s: %d failed calls (last: %s)", self.target,
                             display.age(int(elapsed * 1000)), self.failures, self.last)
             return
-        refusal = refused(exc)
-        if refusal is not None:
-            log.error("%s refuses this server's configuration: %s; a configuration error, not an outage: fix the "
-                      "setting (meanwhile requests answer 503 and calls are retried)", self.target, refusal)
+        if self.refusal is not None:
+            log.error("%s refuses this configuration, an error to fix, not an outage to wait out (requests answer "
+                      "503 meanwhile): %s", self.target, self.refusal)
         elif at_once or elapsed >= OUTAGE_AFTER_S:
-            log.warning("%s is unavailable (%s): requests answer 503 STORE_UNAVAILABLE and background work "
-                        "retries; while it lasts, a line sums up the failed calls at growing intervals", self.target,
-                        self.last)
+            log.warning("%s is unavailable (%s); requests answer 503 until it answers again", self.target, self.last)
         else:
             return
         self.announced = True

@@ -72,8 +72,9 @@ def test_an_unreachable_redis_is_named_once_and_its_return_told():
                 pytest.fail(f"namesrv exited: {n.output()}")
             time.sleep(0.05)
         log = n.output()
+        # the OS error as redis-py words it: "Connection refused." (uvloop) or "Connect call failed (…)" (asyncio)
         assert log.count(f"Redis redis://127.0.0.1:{port}/0 is unavailable (ConnectionError: Error 111 connecting to "
-                         f"127.0.0.1:{port}. Connection refused.)") == 1, log
+                         f"127.0.0.1:{port}. Conn") == 1, log
         assert log.count("retry shortly") <= 4, log  # the start-up line, the announcement, the first listener loss
         server.start()
         n.wait_ready()

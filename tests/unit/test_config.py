@@ -144,6 +144,8 @@ def test_one_shot_commands_against_an_unreachable_redis_print_one_line(capsys):
         assert main([command, "--redis-url", "redis://127.0.0.1:1/0"]) == 1
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"namesrv {command}: ") and "Redis" in err[0], err
+        assert "Redis redis://127.0.0.1:1/0 is unavailable (ConnectionError: Error 111 connecting to 127.0.0.1:1." in \
+            err[0]  # where and why (issue 39), not only "ConnectionError; retry shortly"
 
 
 def test_registration_chunk_topics_shows_the_step_in_force():
