@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from service import portclaim
 from service.config import Settings
 from service.core import NameServer
 from service.core.announce import Announcer
@@ -31,18 +32,19 @@ from service.logs import setup_logging
 from service.remoting.server import RemotingServer
 from service.scheduler import build_scheduler
 from service.store import RouteStore, connect_store
-from service.store.connect import configuration_refused
+from service.store.connect import configuration_refused, redis_target
 from service.store.members import MemberStore
 
 log = logging.getLogger(__name__)
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket that other worker processes can bind too (SO_REUSEPORT)."""
+def bind_socket(host: str, port: int, share: bool = True) -> socket.socket:
+    """A listening TCP socket; with `share`, one that other workers of the registry bind too (SO_REUSEPORT; who may
+    is service/portclaim.py's business). An embedded server shares nothing."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if hasattr(socket, "SO_REUSEPORT"):
+    if share and hasattr(socket, "SO_REUSEPORT"):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(1024)
@@ -104,10 +106,11 @@ async def serve_worker(settings: Settings, *, store: RouteStore | None = None,
             # collection walks it again, so a full collection costs what the worker holds for its clients only.
             gc.collect()
             gc.freeze()
-            await web.SockSite(runner, bind_socket(settings.host, settings.port),
+            share = not settings.embedded
+            await web.SockSite(runner, bind_socket(settings.host, settings.port, share),
                                shutdown_timeout=settings.drain_grace_s).start()
             if remoting is not None:
-                await remoting.start(bind_socket(settings.host, settings.remoting_port))
+                await remoting.start(bind_socket(settings.host, settings.remoting_port, share))
             if announcer is not None and await announcer.renew() is not None:  # listening: clients may come
                 log.info("announced %s for /rocketmq/nsaddr (lease %d ms)", announcer.addr, announcer.lease_ms)
             log.info("worker %d serving HTTP on %s:%d%s", os.getpid(), settings.host, settings.port,
@@ -140,6 +143,8 @@ def tune_gc() -> None:
 def run_worker(settings: Settings) -> None:
     """One worker process: its own sockets on the shared ports, its own event loop and Redis pool."""
     setup_logging(settings)
+    if multiprocessing.parent_process() is not None:  # a supervisor's worker: it answers the port claims too,
+        claim_ports(settings)  # should the supervisor die before it (a newcomer then still sees the registry)
     tune_gc()
     try:
         import uvloop
@@ -150,20 +155,34 @@ def run_worker(settings: Settings) -> None:
     asyncio.run(serve_worker(settings))
 
 
+def registry_of(settings: Settings) -> str:
+    """The registry a shared-Redis server serves, as servers compare it before sharing a port."""
+    return f"{redis_target(settings)}, key prefix {settings.key_prefix}"
+
+
+def claim_ports(settings: Settings) -> None:
+    """Answer, for this server's addresses, which registry it serves (service/portclaim.py)."""
+    registry = "its own memory (embedded)" if settings.embedded else registry_of(settings)
+    portclaim.Claims(settings.host, [settings.port, settings.remoting_port], registry).start()
+
+
 def serve(settings: Settings) -> int:
     """Run `settings.workers` worker processes (or this process alone) and keep them running."""
     if settings.embedded and settings.workers > 1:
         print("namesrv serve: --workers > 1 needs a shared Redis (--redis-url); the embedded store is "
               "per process", file=sys.stderr)
         return 2
-    for port in (settings.port, settings.remoting_port):
-        if not port:
-            continue
+    registry = None if settings.embedded else registry_of(settings)
+    ports = [p for p in (settings.port, settings.remoting_port) if p]
+    for port in ports:  # fail fast and clearly if a port is taken by anything but a server of this registry
         try:
-            bind_socket(settings.host, port).close()  # fail fast and clearly if a port is taken
+            why = portclaim.refusal(settings.host, port, registry)
         except OSError as exc:
-            print(f"namesrv serve: cannot bind {settings.host}:{port}: {exc.strerror}", file=sys.stderr)
+            why = f"cannot bind {settings.host}:{port}: {exc.strerror}"
+        if why is not None:
+            print(f"namesrv serve: {why}", file=sys.stderr)
             return 2
+    claim_ports(settings)
     if not settings.embedded:
         refusal = asyncio.run(configuration_refused(settings))
         if refusal is not None:  # waiting will not help: say so now, not in every worker's log forever
