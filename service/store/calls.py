@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
+import hiredis
 from redis.exceptions import (
     AskError,
     BusyLoadingError,
@@ -98,6 +99,40 @@ def store_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         return result
 
     return wrapper
+
+
+def leanable(client: Any) -> bool:
+    """Whether `client` can take `evalsha`: a plain redis-py client (also Sentinel's) whose connections are its
+    own stream connections; not a Cluster client, not fakeredis (embedded mode, unit tests)."""
+    pool = getattr(client, "connection_pool", None)
+    cls = getattr(pool, "connection_class", None)
+    return (cls is not None and cls.__module__.startswith("redis.") and hasattr(cls, "pack_command")
+            and not hasattr(client, "get_node_from_key"))
+
+
+async def evalsha(client: Any, sha: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    """EVALSHA on a connection of the client's pool, without what redis-py's execute_command puts around every
+    call — its retry wrapper, its observability hooks, a task per socket write (asyncio.wait_for) and a timeout per
+    read — which cost a changed registration ~35 µs of worker CPU, more than packing and parsing (benchmarks/
+    README.md). The store's own deadline around the call (RouteStore._run) bounds it, and the clients it is used
+    with retry nothing on their own. Any failure mid-call drops the connection, as redis-py does, so no reply is
+    ever left unread on a pooled connection; a Redis error reply is raised as redis-py raises it (NOSCRIPT as
+    NoScriptError). Only for clients `leanable` says yes to."""
+    pool = client.connection_pool
+    conn = await pool.get_connection()
+    try:
+        writer = conn._writer
+        writer.write(hiredis.pack_command(("EVALSHA", sha, len(keys), *keys, *args)))
+        await writer.drain()  # returns at once unless the socket's buffer is full (a 100 000-topic payload)
+        res = await conn._parser.read_response()
+    except BaseException:
+        await conn.disconnect(nowait=True)
+        raise
+    finally:
+        await pool.release(conn)
+    if isinstance(res, ResponseError):
+        raise res
+    return res
 
 
 class ReplicationUnconfirmed(StoreUnavailable):

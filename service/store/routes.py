@@ -46,6 +46,8 @@ from service.store.calls import (  # re-exported: the store's callers import the
     StoreLimits,
     _unconfirmed,
     bounded,
+    evalsha,
+    leanable,
     store_errors,
     translate,
 )
@@ -117,6 +119,7 @@ class RouteStore(ChangeEvents):
         self.master_name = master_name
         self._sub_cursor = random.randrange(1 << 16)
         self._scripts: dict[str, LuaScript] = load_all()
+        self._lean: dict[int, bool] = {}  # id(client) -> whether its script calls take calls.evalsha
         self._shas: dict[str, str] = {}
         k = self.keys
         # KEYS of the scripts that touch only registry-wide keys, by role (see each script's header).
@@ -199,6 +202,11 @@ class RouteStore(ChangeEvents):
 
     async def _evalsha(self, redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
         if not replicas:
+            lean = self._lean.get(id(redis))
+            if lean is None:
+                lean = self._lean[id(redis)] = leanable(redis)
+            if lean:
+                return await evalsha(redis, sha, keys, args)
             return await redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
         # WAIT counts the replicas that acknowledged *this connection's* last write (C6, S4): it must follow the
         # script on the same connection, so both go in one pipeline (Cluster: to the slot's owner; a redirected

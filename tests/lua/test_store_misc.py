@@ -6,13 +6,17 @@ O(that broker's topics)" becomes "about 10 HDELs while 5 000 other topics exist"
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+import fakeredis
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from service.models import BrokerIdentity, DataVersion, RegisterBroker, TopicConfig
 from service.store import RouteStore
+from service.store.calls import evalsha, leanable
 from service.store.keys import live_member
 from tests.invariants import check_invariants, jsonable
 
@@ -262,3 +266,26 @@ async def test_acting_master_flag_change_publishes_routes(store):
     await store.register_broker(reg("a", "10.0.0.1:1", ["T"], eam=False), now=T0 + 1)
     assert await store.version() == ver + 1
     assert (await store.get_route("T")).broker_datas[0].enable_acting_master is False
+
+
+@pytest.mark.redis
+async def test_script_calls_skip_redis_pys_wrappers_and_leave_nothing_unread(real):
+    """Script calls on a plain redis-py client go through calls.evalsha (no retry wrapper, no task per write, no
+    timeout per read). A call cut off by its deadline while Redis still runs the script drops its connection:
+    the reply that comes later is never read as the answer to another call."""
+    s, _ = real
+    assert leanable(s.redis) and not leanable(fakeredis.FakeAsyncRedis())
+    sha = await s.redis.script_load("local t = redis.call('TIME') local n = 0 "
+                                    "while true do n = n + 1 local u = redis.call('TIME') "
+                                    "if (u[1] - t[1]) * 1000000 + (u[2] - t[2]) > tonumber(ARGV[1]) then break end "
+                                    "end return ARGV[2]")
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await evalsha(s.redis, sha, [], [300_000, "late"])
+    assert await evalsha(s.redis, sha, [], [0, "on time"]) == "on time"  # waits out the busy script, then its own
+    for _ in range(5):  # every pooled connection answers its own call
+        assert await evalsha(s.redis, sha, [], [0, "again"]) == "again"
+    with pytest.raises(ResponseError):
+        await evalsha(s.redis, "0" * 40, [], [])
+    await s.register_broker(reg("small", "10.0.0.2:10911", SMALL), now=T0)
+    assert await s.get_route("Small0") is not None
