@@ -66,6 +66,15 @@ class Namesrv:
         return self.wait_exit(timeout)
 
 
+def refused_start(**settings: object) -> subprocess.CompletedProcess:
+    """`namesrv serve` that is expected to refuse to start: its exit status and what it printed. `settings` as
+    NAMESRV_* (redis_url="" is embedded); host 127.0.0.1, and no other NAMESRV_ variable of this environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAMESRV_")}
+    env.update({f"NAMESRV_{k.upper()}": str(v) for k, v in {"host": "127.0.0.1", **settings}.items()})
+    return subprocess.run([sys.executable, "-m", "service.cli", "serve"], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
 @pytest.fixture
 def namesrv_factory(redis_server):
     started: list[Namesrv] = []

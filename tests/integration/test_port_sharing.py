@@ -4,9 +4,7 @@ server, or a server of another registry, is refused with a message naming the ad
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -14,7 +12,7 @@ import uuid
 import orjson
 import pytest
 
-from tests.integration.conftest import Namesrv
+from tests.integration.conftest import Namesrv, refused_start
 from tests.redis_server import free_port
 from tests.unit.conftest import master
 
@@ -22,11 +20,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def serve_once(redis_url: str, prefix: str, port: int, remoting_port: int) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAMESRV_")}
-    env.update(NAMESRV_REDIS_URL=redis_url, NAMESRV_KEY_PREFIX=prefix, NAMESRV_HOST="127.0.0.1",
-               NAMESRV_PORT=str(port), NAMESRV_REMOTING_PORT=str(remoting_port))
-    return subprocess.run([sys.executable, "-m", "service.cli", "serve"], env=env, capture_output=True, text=True,
-                          timeout=60)
+    return refused_start(redis_url=redis_url, key_prefix=prefix, port=port, remoting_port=remoting_port)
 
 
 def put_route(url: str, topic: str) -> None:

@@ -4,27 +4,16 @@ does not have, a wrong or missing password) stops the start with a configuration
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
 import redis
 
-from tests.integration.conftest import Namesrv
+from tests.integration.conftest import Namesrv, refused_start
 from tests.redis_server import RedisServer, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
-
-
-def serve(redis_url: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAMESRV_")}
-    env.update(NAMESRV_REDIS_URL=redis_url, NAMESRV_HOST="127.0.0.1", NAMESRV_PORT=str(free_port()),
-               NAMESRV_REMOTING_PORT="0")
-    return subprocess.run([sys.executable, "-m", "service.cli", "serve"], env=env, capture_output=True, text=True,
-                          timeout=60)
 
 
 def test_a_configuration_redis_refuses_stops_the_start(tmp_path):
@@ -37,7 +26,7 @@ def test_a_configuration_redis_refuses_stops_the_start(tmp_path):
         for url, said in [(f"redis://:sekret@{base}/99", "DB index is out of range"),
                           (f"redis://:wrong@{base}/0", "invalid username-password pair"),
                           (f"redis://{base}/0", "it requires a password and none was given (NOAUTH)")]:
-            r = serve(url)
+            r = refused_start(redis_url=url, port=free_port(), remoting_port=0)
             assert r.returncode == 2, (url, r.stderr[-2000:])
             masked = url.replace(":sekret@", ":***@").replace(":wrong@", ":***@")
             assert f"namesrv serve: configuration error: Redis {masked} refuses this configuration: {said}" in r.stderr
