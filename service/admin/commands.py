@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from service import display
-from service.admin import kv_migrate
+from service.admin import compare, kv_migrate
 from service.admin.client import (
     DEFAULT_SERVER,
     EXIT_NOT_FOUND,
@@ -134,6 +134,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, help="topics listed (default 10)")
     p.add_argument("--history", type=int, nargs="?", const=10, metavar="N",
                    help="instead: the last N runs, newest first, one line each (default 10, at most 48)")
+    compare.add_command(command)
     p = command("watch", "live brokers with last-heartbeat age, refreshed (Ctrl-C to stop)")
     p.add_argument("--cluster", help="only this cluster")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
@@ -468,6 +469,7 @@ COMMANDS: dict[str, Callable[[Api, argparse.Namespace, Out], int]] = {
     "clusters": cmd_clusters, "brokers": cmd_brokers, "topics": cmd_topics, "route": cmd_route,
     "delete-topic": cmd_delete_topic, "wipe-write-perm": cmd_wipe_write_perm, "add-write-perm": cmd_add_write_perm,
     "kv": cmd_kv, "config": cmd_config, "skew": cmd_skew, "watch": cmd_watch, "controller": cmd_controller,
+    "compare": compare.cmd_compare,
 }
 
 

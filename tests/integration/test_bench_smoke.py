@@ -233,3 +233,18 @@ def test_chunk_steps_tiny(tmp_path):
     assert cases["first registration"]["changed_topics"] == 5000
     assert cases["the same bytes again (unchanged path)"]["changed_topics"] == 0
     assert all(r["longest_ms"] >= 0 and r["total_s"] > 0 for r in res["results"])
+
+
+def test_compare_bench_tiny(tmp_path):
+    """Two registries of 400 topics with the planted differences: each comparison finds exactly them."""
+    need("redis-server")
+    from benchmarks import compare_bench
+
+    res = compare_bench.main(["--tiny", "--out", str(tmp_path)])
+    saved = orjson.loads((tmp_path / "compare-tiny.json").read_bytes())
+    assert saved["results"] == orjson.loads(orjson.dumps(res["results"]))
+    assert [r["case"] for r in saved["results"]] == ["native / native (cold caches)", "native / native (warm)",
+                                                     "http / native (warm)"]
+    for r in saved["results"]:
+        assert r["correct"] and r["differences_found"] == compare_bench.PLANTED and r["exit"] == 5
+        assert r["topics"] == 410 and r["peak_rss_mb"] >= r["baseline_rss_mb"] > 10
