@@ -300,6 +300,7 @@ async def run_compare(a: Reader, b: Reader, namespaces: list[str], *, max_detail
     report = Report(a.label, b.label, max_details)
     info_a, info_b = await asyncio.gather(a.cluster_info(), b.cluster_info())
     fa, fb = known_fields(info_a), known_fields(info_b)
+    fa, fb = fa or fb, fb or fa  # a side with no broker at all says nothing about the fields it knows
     fields = tuple(f for f in BROKER_FIELDS if f in fa and f in fb)
     for f in BROKER_FIELDS:
         if (f in fa) != (f in fb):

@@ -69,6 +69,33 @@ def test_a_field_one_side_never_reports_is_known_apart():
                             {"brokerAddrTable": {"b": bd()}}, ("cluster",)) == []
 
 
+def test_a_side_without_brokers_hides_no_field():
+    import asyncio
+
+    from service.admin.compare import run_compare
+
+    class Fake:
+        def __init__(self, label, info):
+            self.label, self.info = label, info
+
+        async def cluster_info(self):
+            return self.info
+
+        async def topics(self, clusters):
+            return []
+
+        async def routes(self, topics):
+            return []
+
+        async def kv_table(self, ns):
+            return None
+
+    empty = Fake("a", {"clusterAddrTable": {}, "brokerAddrTable": {}})
+    full = Fake("b", {"clusterAddrTable": {"C1": ["b"]}, "brokerAddrTable": {"b": bd(enableActingMaster=False)}})
+    report = asyncio.run(run_compare(empty, full, []))
+    assert report.not_compared == [] and report.total == 2
+
+
 def test_routes_in_words():
     a = route(qd(), qd("broker-b", 8, 8, 6), brokers=[bd(), bd("broker-b")], orderTopicConf="broker-a:8")
     b = route(qd(w=4, perm=4), qd("broker-c", 2, 2), brokers=[bd(addrs={"0": "10.0.0.9:10911"}), bd("broker-c")])
