@@ -222,14 +222,18 @@ def _home(root: Path, name: str, line: Line) -> Path:
 class ApacheNameServer(JavaProc):
     """Apache's own NameServer (NamesrvStartup), the oracle beside ours."""
 
-    def __init__(self, line: Line, root: Path, port: int, **config: object) -> None:
+    def __init__(self, line: Line, root: Path, port: int, props: dict[str, str] | None = None,
+                 **config: object) -> None:
         home = _home(root, f"apache-namesrv-{port}", line)
         conf = home / "namesrv.properties"
         conf.write_text("".join(f"{k}={v}\n" for k, v in {"listenPort": port, **config}.items()))
         super().__init__(f"apache-namesrv-{port}", home, java_argv(
-            256, line.server_cp(), "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), home=home))
+            256, line.server_cp(), "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf), props=props,
+            home=home))
         self.port = port
         self.addr = f"127.0.0.1:{port}"
+        # KVConfigManager's file unless namesrv.properties names another (kvConfigPath)
+        self.kv_path = Path(str(config.get("kvConfigPath", home / "namesrv" / "kvConfig.json")))
 
     def wait_listening(self, timeout: float = 60) -> ApacheNameServer:
         def up() -> bool:
@@ -357,8 +361,10 @@ class Clients:
                         stdin=stdin).start()
 
     def producer(self, namesrv: str, topic: str, count: int, **kw: object) -> ClientRun:
+        """`stdin-stop=True`: it also ends before its next key once ClientRun.stop() tells it to."""
         return ClientRun(self._proc("producer", "rmqinterop.Producer",
-                                    {"namesrv": namesrv, "topic": topic, "count": count, **kw}))
+                                    {"namesrv": namesrv, "topic": topic, "count": count, **kw},
+                                    stdin=bool(kw.get("stdin-stop"))))
 
     def consumer(self, namesrv: str, topic: str, group: str, **kw: object) -> ClientRun:
         return ClientRun(self._proc("consumer", "rmqinterop.Consumer",
@@ -371,7 +377,7 @@ class Clients:
         home = self.root / name
         argv = [str(GO_BIN), mode, "-namesrv", namesrv, "-topic", topic,
                 *[str(a) for k, v in kw.items() for a in (f"-{k}", v)]]
-        return ClientRun(JavaProc(name, home, argv, stdin=mode == "consume").start())
+        return ClientRun(JavaProc(name, home, argv, stdin=mode == "consume" or bool(kw.get("stdin-stop"))).start())
 
     def mqadmin(self, commands: list[list[str]], tools_yml: str | None = None, timeout: float = 300) -> list[str]:
         """Run mqadmin commands (each a list of words, without `mqadmin`) in one JVM; their outputs in order.

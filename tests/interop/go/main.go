@@ -5,6 +5,7 @@
 // tests/interop/rocketmq.py's ClientRun parses either:
 //
 //	rmqgo produce -namesrv "127.0.0.1:A;127.0.0.1:B" -topic T -count N -prefix p -group G -timeout 120s
+//	  (-stdin-stop 1: also end before the next key once standard input says stop, or closes)
 //	  STARTED
 //	  OK <key> <msgId> <brokerName> <queueId>     once acknowledged (SendOK)
 //	  FAIL <key> <reason>                         otherwise; the key is tried again after -retry (200 ms)
@@ -29,6 +30,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -148,6 +150,7 @@ func produce(args []string) {
 	sendTimeout := fs.Duration("send-timeout", 3*time.Second, "one send's timeout")
 	sendTimeoutMs := fs.Int("send-timeout-ms", 0, "one send's timeout in ms (the Java flag; overrides -send-timeout)")
 	retries := fs.Int("retries", 2, "the client's own retries of one send")
+	stdinStop := fs.Int("stdin-stop", 0, "1: also end, before the next key, when standard input says stop (or closes)")
 	_ = fs.Parse(args)
 	if *intervalMs > 0 {
 		*interval = time.Duration(*intervalMs) * time.Millisecond
@@ -179,8 +182,20 @@ func produce(args []string) {
 	}
 	say("STARTED\n")
 
+	var stopped atomic.Bool
+	if *stdinStop != 0 {
+		go func() {
+			in := bufio.NewScanner(os.Stdin)
+			for in.Scan() {
+				if strings.TrimSpace(in.Text()) == "stop" {
+					break
+				}
+			}
+			stopped.Store(true)
+		}()
+	}
 	ok, failed := 0, 0
-	for i := 0; i < *count; i++ {
+	for i := 0; i < *count && !stopped.Load(); i++ {
 		key := fmt.Sprintf("%s-%d", *prefix, i)
 		for {
 			msg := primitive.NewMessage(c.topic, []byte("body of "+key))
@@ -201,7 +216,7 @@ func produce(args []string) {
 				say("FAIL %s status=%s\n", key, statusName(r.Status))
 			}
 			failed++
-			if time.Now().After(deadline) {
+			if time.Now().After(deadline) || stopped.Load() {
 				say("GAVEUP %s\n", key)
 				break
 			}

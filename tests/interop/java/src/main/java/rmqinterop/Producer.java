@@ -1,6 +1,9 @@
 package rmqinterop;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
@@ -11,8 +14,10 @@ import org.apache.rocketmq.common.message.Message;
  * `OK key msgId brokerName queueId millis offsetMsgId` once acknowledged (SEND_OK; the offset message id names the
  * broker address that stored it), `FAIL key reason` otherwise. A failed key is
  * tried again (after `--retry-ms`) until `--timeout-s` runs out, so every key either ends OK or the run says it
- * gave up; `--interval-ms` spreads the sends out so a kill can land mid-run. The harness compares the OK keys
- * with what the consumer received: an acknowledged message must never be missing.
+ * gave up; `--interval-ms` spreads the sends out so a kill can land mid-run. With `--stdin-stop true` it also ends,
+ * before its next key, when standard input says `stop` (or closes): a producer that sends until the harness is
+ * done with it. The harness compares the OK keys with what the consumer received: an acknowledged message must
+ * never be missing.
  */
 public final class Producer {
     public static void main(String[] argv) throws Exception {
@@ -30,13 +35,29 @@ public final class Producer {
         producer.setSendMsgTimeout(args.getInt("send-timeout-ms", 3000));
         producer.setRetryTimesWhenSendFailed(args.getInt("retries", 2));
         producer.setPollNameServerInterval(args.getInt("poll-ms", 30000));
+        AtomicBoolean stop = new AtomicBoolean(false);
+        if (Boolean.parseBoolean(args.get("stdin-stop", "false"))) {
+            Thread stdin = new Thread(() -> {
+                try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = in.readLine()) != null && !line.trim().equals("stop")) {
+                        // keep reading until told to stop
+                    }
+                } catch (Exception ignored) {
+                    // stdin gone: stop as if told
+                }
+                stop.set(true);
+            });
+            stdin.setDaemon(true);
+            stdin.start();
+        }
         producer.start();
         System.out.println("STARTED");
         System.out.flush();
         int ok = 0;
         int failed = 0;
         try {
-            for (int i = 0; i < count; i++) {
+            for (int i = 0; i < count && !stop.get(); i++) {
                 String key = prefix + "-" + i;
                 while (true) {
                     Message msg = new Message(topic, "interop", key, ("body of " + key).getBytes(StandardCharsets.UTF_8));
@@ -55,7 +76,7 @@ public final class Producer {
                         System.out.printf("FAIL %s %s%n", key, String.valueOf(e).replace('\n', ' '));
                     }
                     failed++;
-                    if (System.currentTimeMillis() > deadline) {
+                    if (System.currentTimeMillis() > deadline || stop.get()) {
                         System.out.printf("GAVEUP %s%n", key);
                         break;
                     }
