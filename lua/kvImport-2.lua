@@ -33,6 +33,12 @@ local out = {}
 local i = 4
 local PAIRS = 1000  -- HSET / HDEL arguments per call: unpack stays far below Lua's stack limit
 
+-- An ORDER_TOPIC_CONFIG key set, changed or removed: the route of the topic it names changed.
+local function order_key_changed(key)
+  order_changed = true
+  if is_topic_name(key) then changes_add(ch, key) end
+end
+
 for _ = 1, count do
   local ns = ARGV[i]
   local n = tonumber(ARGV[i + 1])
@@ -52,10 +58,7 @@ for _ = 1, count do
       if old[key] ~= value then
         sets[#sets + 1] = key
         sets[#sets + 1] = value
-        if is_order then
-          order_changed = true
-          if is_topic_name(key) then changes_add(ch, key) end
-        end
+        if is_order then order_key_changed(key) end
       end
     end
     rcall("SADD", K.kvns, ns)
@@ -68,10 +71,7 @@ for _ = 1, count do
         local key = before[j]
         if not given[key] then
           gone[#gone + 1] = key
-          if is_order then
-            order_changed = true
-            if is_topic_name(key) then changes_add(ch, key) end
-          end
+          if is_order then order_key_changed(key) end
         end
       end
       for j = 1, #gone, PAIRS do

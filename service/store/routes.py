@@ -610,10 +610,15 @@ class RouteStore(ChangeEvents):
     async def kv_import(self, table: Mapping[str, Mapping[str, str]], *, replace: bool,
                         dry_run: bool) -> dict[str, tuple[bool, dict[str, str]]]:
         """Write every namespace of `table` in one script (kvImport-2), or with `dry_run` only read them: each
-        namespace's state before, {namespace: (existed, {key: value})}, from the same script as the write."""
+        namespace's state before, {namespace: (existed, {key: value})}, from the same script as the write. The
+        script holds Redis for its whole run: ~2 ms at 1 000 keys, ~12 ms at 10 000, ~170 ms at 100 000 (measured
+        on a busy 2-core machine; docs/migrating.md)."""
         args: list[str] = ["dry" if dry_run else "apply", _flag(replace), str(len(table))]
         entries = 0
         for ns, kv in table.items():
+            if dry_run:  # the state before is all a dry run needs: the entries stay here
+                args += [ns, "0"]
+                continue
             args += [ns, str(len(kv))]
             for k, v in kv.items():
                 args += [k, v]

@@ -15,6 +15,7 @@ Also: the kvConfig.json of a 4.9.7 NameServer (written in its JVM's charset, her
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -72,6 +73,14 @@ def compare_clean(ours: str, apache: rmq.ApacheNameServer, timeout: float = 60) 
     return last[0].stdout
 
 
+def ordered(*brokers: rmq.Broker, timeout: float = 30) -> bool:
+    """The ordered topic's flag is true on every broker; a broker not answering yet (just restarted) is asked again,
+    a false flag fails at once."""
+    flags = rmq.wait_until(lambda: order_flags(*brokers), timeout, "the brokers answer GET_ALL_TOPIC_CONFIG")
+    assert flags == {b.broker_name: True for b in brokers}, flags
+    return True
+
+
 def order_flags(*brokers: rmq.Broker) -> dict[str, bool]:
     """The ordered topic's `order` flag as each broker itself holds it (GET_ALL_TOPIC_CONFIG, code 21)."""
     out = {}
@@ -125,6 +134,16 @@ def rolling_restart(broker: rmq.Broker, addrs: str) -> None:
     broker.start()
 
 
+def point_brokers(clients: rmq.Clients, b5: rmq.Broker, b4: rmq.Broker, addrs: str, via: str) -> None:
+    """Step 2 and 5 of the runbook: the 5.5.0 broker's list changed at runtime (mqadmin updateBrokerConfig through
+    the NameServer `via`), the 4.9.7 one's by a rolling restart, both at once."""
+    with ThreadPoolExecutor(1) as pool:
+        restarted = pool.submit(rolling_restart, b4, addrs)
+        out = clients.mqadmin([["updateBrokerConfig", "-n", via, "-b", b5.addr, "-k", "namesrvAddr", "-v", addrs]])
+        assert "success" in out[0], out
+        restarted.result()
+
+
 def registered_with(info: dict, *brokers: rmq.Broker) -> bool:
     return all(registered(info, b) for b in brokers)
 
@@ -173,9 +192,15 @@ def received(groups: list[Traffic], kind: int) -> set[str]:
 # ------------------------------------------------------------------ the migration and its rollback
 
 @pytest.fixture
-def migration_root() -> Path:
+def migration_root(request) -> Path:
+    """The JVMs' homes and logs: kept (and named) when the test failed."""
     root = rmq.temp_root("migration-")
+    failed = request.session.testsfailed
     yield root
+    if request.session.testsfailed > failed:
+        print(f"migration logs kept in {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_from_apaches_nameserver_to_ours_and_back(interop_jars, go_client, interop_redis, migration_root):
@@ -218,7 +243,7 @@ def test_from_apaches_nameserver_to_ours_and_back(interop_jars, go_client, inter
             ["deleteKvConfig", "-n", apache.addr, "-s", "MIG_EMPTY", "-k", "gone"],
         ])
         assert all("success" in o for o in outs), outs
-        assert order_flags(b5, b4) == {"broker-5": True, "broker-4": True}
+        assert ordered(b5, b4)
         watch = OrderWatch(b5, b4)
         rmq.wait_until(lambda: native(apache.port, 105, {"topic": TOPIC}).code == 0, 30, f"{TOPIC} routed")
         step("Apache's NameServer, two brokers, an ordered topic and KV set through mqadmin")
@@ -247,15 +272,10 @@ def test_from_apaches_nameserver_to_ours_and_back(interop_jars, go_client, inter
         step("KV imported from Apache's kvConfig.json; compare: only the brokers differ")
 
         # 2. ours added beside Apache's: 5.5.0 at runtime, 4.9.7 by a rolling restart
-        both = f"{apache.addr};{ours.addrs}"
-        with ThreadPoolExecutor(2) as pool:
-            restarted = pool.submit(rolling_restart, b4, both)
-            assert "success" in clients.mqadmin([["updateBrokerConfig", "-n", apache.addr, "-b", b5.addr, "-k",
-                                                  "namesrvAddr", "-v", both]])[0]
-            restarted.result()
+        point_brokers(clients, b5, b4, f"{apache.addr};{ours.addrs}", via=apache.addr)
         step("brokers given both NameServers (5.5.0: updateBrokerConfig; 4.9.7: restarted)")
         compare_clean(http, apache, timeout=90)
-        assert order_flags(b5, b4) == {"broker-5": True, "broker-4": True}
+        assert ordered(b5, b4)
         step("compare clean; ordered topic still ordered on both brokers")
 
         # 3. clients moved to ours: the new ones start, the old ones stop
@@ -267,18 +287,14 @@ def test_from_apaches_nameserver_to_ours_and_back(interop_jars, go_client, inter
         step("clients moved to ours")
 
         # 4. Apache's removed from the brokers, then stopped last; traffic goes on through ours
-        with ThreadPoolExecutor(2) as pool:
-            restarted = pool.submit(rolling_restart, b4, ours.addrs)
-            assert "success" in clients.mqadmin([["updateBrokerConfig", "-n", ours.addr(), "-b", b5.addr, "-k",
-                                                  "namesrvAddr", "-v", ours.addrs]])[0]
-            restarted.result()
+        point_brokers(clients, b5, b4, ours.addrs, via=ours.addr())
         rmq.wait_until(lambda: not apache_cluster_info(apache).get("brokerAddrTable"), 60,
                        "no broker registered with Apache's NameServer any more")
         rmq.wait_until(lambda: registered_with(ours.cluster_info(), b5, b4), 60, "both brokers still on ours")
         apache.signal_stop()
         apache.wait_stopped(30)
         phases[-1].sending(10)
-        assert order_flags(b5, b4) == {"broker-5": True, "broker-4": True}
+        assert ordered(b5, b4)
         step("Apache's NameServer removed from the brokers and stopped; traffic goes on through ours")
 
         # rollback: Apache's NameServer started from the file `kv export` wrote, added back, clients moved back
@@ -294,12 +310,7 @@ def test_from_apaches_nameserver_to_ours_and_back(interop_jars, go_client, inter
         diffs = orjson.loads(r.stdout)["differences"]
         assert r.returncode == 5 and diffs and not [d for d in diffs if d["kind"] == "kv"], r.stdout  # KV equal
         step("Apache's NameServer started from kv export's file: the same KV")
-        both = f"{apache2.addr};{ours.addrs}"
-        with ThreadPoolExecutor(2) as pool:
-            restarted = pool.submit(rolling_restart, b4, both)
-            assert "success" in clients.mqadmin([["updateBrokerConfig", "-n", ours.addr(), "-b", b5.addr, "-k",
-                                                  "namesrvAddr", "-v", both]])[0]
-            restarted.result()
+        point_brokers(clients, b5, b4, f"{apache2.addr};{ours.addrs}", via=ours.addr())
         compare_clean(f"rmq://{ours.addr(1)}", apache2, timeout=90)
         step("rollback: brokers on both again, compare clean")
         phases.append(Traffic(clients, apache2.addr, "C"))
@@ -319,7 +330,7 @@ def test_from_apaches_nameserver_to_ours_and_back(interop_jars, go_client, inter
         phases[-1].stop_consumers()
         for kind in (0, 1):
             assert received(phases, kind) == acked  # none missing, none invented
-        assert order_flags(b5, b4) == {"broker-5": True, "broker-4": True}
+        assert ordered(b5, b4)
         watch.stop()
         assert watch.checks > 50 and watch.seen == [], watch.seen  # ordered the whole time
         assert "they agree" in compare_clean(http, apache2, timeout=30)

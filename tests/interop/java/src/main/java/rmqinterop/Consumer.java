@@ -1,10 +1,8 @@
 package rmqinterop;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -46,19 +44,8 @@ public final class Consumer {
         System.out.println("STARTED");
         System.out.flush();
 
-        Thread stdin = new Thread(() -> {
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = in.readLine()) != null && !line.trim().equals("stop")) {
-                    // keep reading until told to stop
-                }
-            } catch (Exception ignored) {
-                // stdin gone: stop as if told
-            }
-        });
-        stdin.setDaemon(true);
-        stdin.start();
-        while (stdin.isAlive() && System.currentTimeMillis() < deadline && (expect == 0 || seen.size() < expect)) {
+        AtomicBoolean stop = Stdin.stopSignal();
+        while (!stop.get() && System.currentTimeMillis() < deadline && (expect == 0 || seen.size() < expect)) {
             Thread.sleep(100);
         }
         System.out.printf("DONE distinct=%d%n", seen.size());

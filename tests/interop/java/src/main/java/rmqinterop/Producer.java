@@ -1,7 +1,5 @@
 package rmqinterop;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
@@ -35,22 +33,8 @@ public final class Producer {
         producer.setSendMsgTimeout(args.getInt("send-timeout-ms", 3000));
         producer.setRetryTimesWhenSendFailed(args.getInt("retries", 2));
         producer.setPollNameServerInterval(args.getInt("poll-ms", 30000));
-        AtomicBoolean stop = new AtomicBoolean(false);
-        if (Boolean.parseBoolean(args.get("stdin-stop", "false"))) {
-            Thread stdin = new Thread(() -> {
-                try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-                    String line;
-                    while ((line = in.readLine()) != null && !line.trim().equals("stop")) {
-                        // keep reading until told to stop
-                    }
-                } catch (Exception ignored) {
-                    // stdin gone: stop as if told
-                }
-                stop.set(true);
-            });
-            stdin.setDaemon(true);
-            stdin.start();
-        }
+        AtomicBoolean stop = Boolean.parseBoolean(args.get("stdin-stop", "false")) ? Stdin.stopSignal()
+            : new AtomicBoolean(false);
         producer.start();
         System.out.println("STARTED");
         System.out.flush();
