@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import stat
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -25,13 +24,13 @@ from service.admin.client import (
     DEFAULT_SERVER,
     EXIT_NOT_FOUND,
     EXIT_OK,
-    EXIT_REFUSED,
     EXIT_USAGE,
     AdminError,
     HttpApi,
     RemotingApi,
     connect,
 )
+from service.admin.terminal import confirm, read_token
 
 Api = HttpApi | RemotingApi
 TOPIC_KINDS = {"system": "system", "unit": "unit", "unit_sub": "unitsub", "unit_sub_ununit": "unitsub-ununit"}
@@ -140,43 +139,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
     p.add_argument("--count", type=int, default=0, help="stop after this many refreshes (default: never)")
     return admin
-
-
-# ------------------------------------------------------------------ credentials, confirmation
-
-def read_token(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[str | None, str]:
-    """(token, AccessKey for the native door) from --token-file, else the server's own variables."""
-    if args.token_file:
-        try:
-            st = os.stat(args.token_file)
-            with open(args.token_file, encoding="utf-8") as fh:
-                token = fh.read().strip()
-        except OSError as exc:
-            raise AdminError(EXIT_USAGE, f"--token-file: {exc}") from None
-        if not token:
-            raise AdminError(EXIT_USAGE, f"--token-file {args.token_file}: the file is empty")
-        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            print(f"namesrv admin: warning: {args.token_file} is readable by others (chmod 600 it)",
-                  file=sys.stderr)
-        return token, args.access_key or "admin"
-    if env.get("NAMESRV_ADMIN_TOKEN"):
-        return env["NAMESRV_ADMIN_TOKEN"], "admin"
-    if env.get("NAMESRV_READ_TOKEN"):
-        return env["NAMESRV_READ_TOKEN"], "read"
-    return None, "admin"
-
-
-def confirm(args: argparse.Namespace, question: str) -> None:
-    """Go on with --yes; ask on a terminal; refuse (exit 2) when nobody can answer."""
-    if getattr(args, "yes", False):
-        return
-    if not sys.stdin.isatty():
-        raise AdminError(EXIT_USAGE, f"{question} Not asked: stdin is not a terminal; pass --yes to go ahead")
-    sys.stderr.write(f"{question} [y/N] ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    if answer not in ("y", "yes"):
-        raise AdminError(EXIT_REFUSED, "aborted: nothing was changed", "ABORTED")
 
 
 # ------------------------------------------------------------------ commands

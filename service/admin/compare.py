@@ -25,6 +25,7 @@ import orjson
 from service import display
 from service.admin.client import EXIT_OK, EXIT_USAGE, AdminError, HttpApi, RemotingApi
 from service.admin.registry_reader import HttpReader, NativeReader, open_reader
+from service.admin.terminal import read_token
 
 EXIT_DIFFER = 5
 BATCH = 512  # routes read from each side at a time
@@ -386,8 +387,6 @@ async def _read_again(a: Reader, b: Reader, report: Report, info_a: dict[str, An
 # ------------------------------------------------------------------ the command
 
 def cmd_compare(api: HttpApi | RemotingApi, args: argparse.Namespace, out: Any) -> int:
-    from service.admin.commands import read_token
-
     if args.max_differences < 0:
         raise AdminError(EXIT_USAGE, "--max-differences: at least 0")
     if isinstance(api, HttpApi):

@@ -29,6 +29,7 @@ from service.admin.client import (
     RemotingApi,
     connect,
 )
+from service.admin.terminal import confirm, read_token
 from service.models import kv_config_problems
 
 Table = dict[str, dict[str, str]]
@@ -218,8 +219,6 @@ def cmd_export(api: HttpApi | RemotingApi, args: argparse.Namespace, out: Any) -
 
 
 def cmd_copy(api: HttpApi | RemotingApi, args: argparse.Namespace, out: Any) -> int:
-    from service.admin.commands import read_token
-
     token, access_key = read_token(argparse.Namespace(token_file=args.from_token_file, access_key=None), {}) \
         if args.from_token_file else (None, "admin")
     source = connect(args.source, token, timeout=args.timeout)
@@ -236,7 +235,6 @@ def cmd_copy(api: HttpApi | RemotingApi, args: argparse.Namespace, out: Any) -> 
 def write_table(api: HttpApi | RemotingApi, args: argparse.Namespace, out: Any, table: Table, source: str) -> int:
     """A dry run first, shown; then, unless --dry-run or nothing would change, the write itself (asking first
     when it changes or removes keys already set), its own answer shown: what the script changed."""
-    from service.admin.commands import confirm
     from service.admin.render import show
 
     if not isinstance(api, HttpApi):
