@@ -8,14 +8,17 @@ insertion order, which a shared registry does not keep; names break those ties h
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def string_hash(s: str) -> int:
-    """java.lang.String.hashCode over UTF-16 code units, as an unsigned 32-bit value."""
+    """java.lang.String.hashCode over UTF-16 code units, as an unsigned 32-bit value (remembered: the same broker
+    names come back in every route read)."""
     h = 0
     raw = s.encode("utf-16-be")
     for i in range(0, len(raw), 2):

@@ -96,8 +96,9 @@ def route_variant(call_version: int, ext: dict[str, str], standard_only: bool) -
 
 
 def encoder(variant: tuple[str, str]) -> Callable[[Any], bytes]:
-    standard = variant == ROUTE_STANDARD
-    return lambda route: fastjson.dumps(route.to_dict(), standard=standard)
+    if variant == ROUTE_STANDARD:
+        return lambda route: fastjson.dumps_standard(route.to_dict())  # a route's keys: str, and int broker ids
+    return lambda route: fastjson.dumps(route.to_dict())
 
 
 def route_reply(ns: NameServer, cmd: RemotingCommand, topic: str, entry: Any) -> Reply:

@@ -100,6 +100,38 @@ def _broker_data(name: str, cluster: str, eam: str, zone: str, addr_flat: list[s
     )
 
 
+class SharedParts:
+    """The broker and queue data of route reads, one object per distinct value in this worker: every topic of a
+    cluster names the same brokers, so reading a cluster's routes built the same objects again and again, and a
+    route cache holding 10 000 routes of 100 brokers held 1.8 M objects, which the garbage collector walked for up
+    to a second at a time (benchmarks/README.md, "A fleet's cold start"). Both are immutable (frozen; nothing
+    changes a BrokerData's addresses); forgotten all at once past MAX distinct values."""
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self._queues: dict[tuple[str, str], QueueData] = {}
+        self._brokers: dict[tuple[Any, ...], BrokerData] = {}
+
+    def queue_data(self, name: str, enc: str) -> QueueData:
+        key = (name, enc)
+        qd = self._queues.get(key)
+        if qd is None:
+            if len(self._queues) >= self.MAX:
+                self._queues.clear()
+            qd = self._queues[key] = QueueData.decode(name, enc)
+        return qd
+
+    def broker_data(self, name: str, cluster: str, eam: str, zone: str, addr_flat: list[str]) -> BrokerData:
+        key = (name, cluster, eam, zone, *addr_flat)
+        bd = self._brokers.get(key)
+        if bd is None:
+            if len(self._brokers) >= self.MAX:
+                self._brokers.clear()
+            bd = self._brokers[key] = _broker_data(name, cluster, eam, zone, addr_flat)
+        return bd
+
+
 class RouteStore(ChangeEvents):
     """RocketMQ's RouteInfoManager + KVConfigManager over one Redis, under one key prefix."""
 
@@ -118,6 +150,7 @@ class RouteStore(ChangeEvents):
         self.sentinel = sentinel
         self.master_name = master_name
         self._sub_cursor = random.randrange(1 << 16)
+        self._shared = SharedParts()  # route reads' broker and queue data, one object per value
         self._scripts: dict[str, LuaScript] = load_all()
         self._lean: dict[int, bool] = {}  # id(client) -> whether its script calls take calls.evalsha
         self._shas: dict[str, str] = {}
@@ -518,8 +551,10 @@ class RouteStore(ChangeEvents):
             return ReadAt(None, int(res[1]))
         _, qflat, brokers, filters, order, ver = res
         # Java's hash order, as RouteInfoManager lists them (tools take "the first" broker data)
-        queue_datas = hash_order((QueueData.decode(n, e) for n, e in _pairs(qflat)), lambda q: q.broker_name)
-        broker_datas = hash_order((_broker_data(*b[:5]) for b in brokers), lambda b: b.broker_name, copied=True)
+        shared = self._shared
+        queue_datas = hash_order((shared.queue_data(n, e) for n, e in _pairs(qflat)), lambda q: q.broker_name)
+        broker_datas = hash_order((shared.broker_data(*b[:5]) for b in brokers), lambda b: b.broker_name,
+                                  copied=True)
         return ReadAt(TopicRouteData(
             queue_datas=queue_datas,
             broker_datas=broker_datas,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.remoting.fastjson import JsonError, dumps, loads
+from service.remoting.fastjson import JsonError, dumps, dumps_standard, loads
 
 
 def test_bare_integer_keys_as_fastjson_writes_them():
@@ -151,6 +151,27 @@ def test_standard_form_round_trips_through_any_json_parser(value):
     assert max(text, default=0) < 0x80
     assert json.loads(text) == _as_standard(value)
     assert loads(text) == _as_standard(value)
+
+
+@given(_values)
+@settings(max_examples=150, deadline=None)
+def test_the_one_pass_standard_form_is_the_careful_one(value):
+    """dumps_standard (orjson in one pass, for str and int keys) writes byte for byte what dumps(standard=True)
+    writes: escapes, '/' and numbers past 2^53 - 1 included (they take the careful walk)."""
+    try:
+        careful = dumps(value, standard=True)
+    except JsonError:
+        with pytest.raises(JsonError):
+            dumps_standard(value)
+        return
+    assert dumps_standard(value) == careful
+
+
+def test_the_one_pass_standard_form_of_a_route_takes_the_careful_walk_only_when_needed():
+    route = {"brokerDatas": [{"brokerAddrs": {0: "10.0.0.1:10911", 2**60: "x"}, "brokerName": "b/1"}]}
+    assert dumps_standard(route) == dumps(route, standard=True)
+    assert b'"1152921504606846976"' in dumps_standard({"id": 2**60})  # quoted, as BrowserCompatible writes it
+    assert dumps_standard({"a": "\u00e9"}) == b'{"a":"\\u00E9"}'
 
 
 @given(st.text(max_size=60) | st.binary(max_size=60))
