@@ -72,18 +72,21 @@ class Settings:
                                              minimum=1024, maximum=1024 * 1024 * 1024)
     remoting_idle_s: int = _setting(120, "close a remoting connection silent this long (RocketMQ "
                                          "serverChannelMaxIdleTimeSeconds)", minimum=1, maximum=86_400)
-    remoting_frame_timeout_s: int = _setting(60, "a remoting frame must arrive whole within this long of its "
-                                                 "first byte, however its bytes trickle in; else the connection "
-                                                 "is closed", minimum=1, maximum=3600)
-    remoting_max_partial_bytes: int = _setting(64 * 1024 * 1024, "bytes a worker holds for incomplete remoting "
-                                                                 "frames over all its connections, counted at "
-                                                                 "their declared length; a frame past it closes "
-                                                                 "its connection before it is buffered",
+    remoting_frame_timeout_s: int = _setting(60, "a remoting frame must arrive whole within this long of being "
+                                                 "taken on (its first byte, or the end of its wait for room), "
+                                                 "however its bytes trickle in; else the connection is closed",
+                                             minimum=1, maximum=3600)
+    remoting_max_partial_bytes: int = _setting(64 * 1024 * 1024, "bytes a worker holds for the remoting frames it "
+                                                                 "took on over all its connections, incomplete "
+                                                                 "ones at their declared length, then until "
+                                                                 "answered; a frame past it waits, its connection "
+                                                                 "not read, until there is room",
                                                minimum=1024, maximum=16 * 1024 * 1024 * 1024)
     remoting_max_in_flight: int = _setting(64, "requests one remoting connection may have in progress; more "
                                                "are answered SYSTEM_BUSY", minimum=1, maximum=65_536)
     remoting_max_pending: int = _setting(4096, "requests a worker may have in progress over all remoting "
-                                               "connections; more are answered SYSTEM_BUSY",
+                                               "connections; past it, connections that send more are not read "
+                                               "until some are answered",
                                          minimum=1, maximum=1_000_000)
     remoting_standard_json: bool = _setting(False, "answer routes in standard JSON whatever the client version "
                                                    "(RocketMQ's acceptStandardJsonOnly for every request)")
@@ -111,11 +114,14 @@ class Settings:
     redis_retries: int = _setting(2, "retries of a failed Redis call (exponential backoff)", minimum=0,
                                   maximum=10)
     redis_deadline_ms: int = _setting(1000, "time one Redis call may take in all, retries included, before "
-                                            "the request gets 503; bulk calls add time per topic",
+                                            "the request gets 503; bulk calls add time per topic, from their turn",
                                       minimum=50, maximum=60_000)
     redis_bulk_deadline_ms: int = _setting(10_000, "ceiling of a bulk call's deadline (registrations, "
                                                    "unregister, expiry) however many topics it carries",
                                            minimum=100, maximum=600_000)
+    redis_bulk_concurrency: int = _setting(4, "bulk Redis calls (registrations, unregisters, expiry) a worker has "
+                                              "under way at once; more wait their turn, first come first served, "
+                                              "their deadline starting with it", minimum=1, maximum=256)
     registration_chunk_topics: int = _setting(0, "a registration with more topics than this is applied in steps "
                                                  "of this many, so no Redis call lasts long (0 = 1 000 with "
                                                  "Redis, 200 embedded)", minimum=0, maximum=1_000_000)

@@ -33,6 +33,8 @@ class Metrics:
         self.scan_seconds = Histogram("namesrv_expiry_scan_seconds", "expiry scan duration",
                                       buckets=LATENCY_BUCKETS, registry=r)
         r.register(RedisErrors())
+        self.turns = BulkTurns()
+        r.register(self.turns)
         self.ready = Gauge("namesrv_ready", "1 when this worker is ready (Redis reachable, scripts loaded, every door "
                            "listening), as /readyz answers; checked at every scrape", registry=r)
         self.connection_drops = Counter("namesrv_broker_connection_drops_total", "brokers removed because the "
@@ -117,6 +119,26 @@ class RedisErrors:
         yield c
 
 
+class BulkTurns:
+    """The worker's bulk Redis work in turns (service/store/admission.py): calls waiting for a turn now, turns
+    waited for and how long in all, and calls answered at once because Redis was known to be down. `gate` is set
+    by the core (the route store's)."""
+
+    def __init__(self) -> None:
+        self.gate: Any = None
+
+    def collect(self) -> Iterator[Metric]:
+        g = self.gate
+        yield GaugeMetricFamily("namesrv_redis_turns_queued", "bulk Redis calls (registrations, unregisters, expiry) "
+                                "waiting for a turn now", value=g.queued if g else 0)
+        yield CounterMetricFamily("namesrv_redis_turns_waited", "bulk Redis calls that waited for a turn",
+                                  value=g.waited if g else 0)
+        yield CounterMetricFamily("namesrv_redis_turn_wait_seconds", "time bulk Redis calls waited for a turn, in all",
+                                  value=g.wait_seconds if g else 0.0)
+        yield CounterMetricFamily("namesrv_redis_failed_fast", "bulk Redis calls answered at once (503) because "
+                                  "Redis was known to be unavailable", value=g.failed_fast if g else 0)
+
+
 class LoopLag:
     """How late the event loop runs a timer: a stall (a long parse, a blocking call) shows up here first.
 
@@ -182,6 +204,9 @@ class RemotingStats(CountsAndLatency):
         self.fast_heartbeats = 0  # BROKER_HEARTBEATs acknowledged by the decoder's hot path (code 904, SUCCESS)
         self.open_now = lambda: 0  # set by the server: connections open now
         self.partial_now = lambda: 0  # set by the server: bytes held for incomplete frames (declared lengths)
+        self.handling_now = lambda: 0  # set by the server: bytes held by requests in progress (their bodies)
+        self.waiting_now = lambda: 0  # set by the server: connections not read until the worker has room
+        self.waits = 0  # times a connection stopped being read until the worker had room
 
     def observe(self, code: int, result: int, seconds: float) -> None:
         self.count((code, result), code, seconds)
@@ -209,8 +234,14 @@ class RemotingStats(CountsAndLatency):
         yield GaugeMetricFamily("namesrv_remoting_connections", "remoting connections open now",
                                 value=self.open_now())
         yield GaugeMetricFamily("namesrv_remoting_partial_frame_bytes", "bytes held for incomplete frames, at "
-                                "their declared lengths (bounded by NAMESRV_REMOTING_MAX_PARTIAL_BYTES)",
-                                value=self.partial_now())
+                                "their declared lengths (with the next gauge, bounded by "
+                                "NAMESRV_REMOTING_MAX_PARTIAL_BYTES)", value=self.partial_now())
+        yield GaugeMetricFamily("namesrv_remoting_handling_bytes", "bytes held by requests in progress (their "
+                                "bodies)", value=self.handling_now())
+        yield GaugeMetricFamily("namesrv_remoting_waiting_connections", "connections not read until the worker "
+                                "has room for their frames (TCP backpressure)", value=self.waiting_now())
+        yield CounterMetricFamily("namesrv_remoting_waits", "times a connection stopped being read until the "
+                                  "worker had room for its frame or requests", value=self.waits)
         yield CounterMetricFamily("namesrv_remoting_connections_opened", "remoting connections accepted",
                                   value=self.opened)
         closes = CounterMetricFamily("namesrv_remoting_connections_closed", "remoting connections closed, by reason",
@@ -220,7 +251,8 @@ class RemotingStats(CountsAndLatency):
         yield closes
         yield CounterMetricFamily("namesrv_remoting_frame_errors", "connections closed for an oversize or "
                                   "undecodable frame", value=self.frame_errors)
-        yield CounterMetricFamily("namesrv_remoting_busy", "requests answered SYSTEM_BUSY (in-flight bounds)",
+        yield CounterMetricFamily("namesrv_remoting_busy", "requests answered SYSTEM_BUSY (a connection's in-flight "
+                                  "bound)",
                                   value=self.busy)
         yield errors_family("namesrv_remoting_errors", "remoting error replies by error code (STORE_UNAVAILABLE, "
                             "UNAUTHORIZED, ...)", self.errors)

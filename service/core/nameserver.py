@@ -16,6 +16,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -112,6 +113,10 @@ class RegistrationMemo:
         """`body` is the kept body and was verified against this very bodyCrc32."""
         return self.body is not None and self.crc == crc and self.body == body
 
+    def holds(self, key: bytes, body: bytes) -> bool:
+        """The same header and bytes as the last registration kept: `digest` is theirs."""
+        return self.body is not None and self.key == key and self.body == body
+
     def other_than_last(self, key: bytes, body: bytes) -> bool:
         """This connection's last registration was kept, came with the same header (the same broker) and had other
         bytes: a changed registration, which the unchanged path would only refuse (a Redis round trip for
@@ -119,7 +124,7 @@ class RegistrationMemo:
         return self.body is not None and self.key == key and self.body != body
 
     def digest_of(self, key: bytes, body: bytes) -> str:
-        if self.body is not None and self.key == key and self.body == body:
+        if self.holds(key, body):
             return self.digest
         digest = _sha256(key, body)
         if len(body) <= self.MAX_BYTES:
@@ -163,6 +168,7 @@ class NameServer:
         self.base_settings = settings
         self.settings = settings  # start-up settings overlaid by the shared runtime switches
         self.metrics = metrics or Metrics()
+        self.metrics.turns.gate = store.gate
         self.access = Access(settings)
         self._clock = clock
         self.started = clock()
@@ -225,6 +231,11 @@ class NameServer:
         s = self.settings
         self._not_ready_until = self.started + s.wait_seconds_for_service if s.need_wait_for_service else 0.0
 
+    def turn(self) -> AbstractAsyncContextManager[None]:
+        """A turn of this worker's bulk Redis work (service/store/admission.py), for a door whose own per-byte work
+        on a registration (a body checksum) should wait with it."""
+        return self.store.turn()
+
     # ------------------------------------------------------------------ brokers
 
     async def register_broker(self, who: Principal, body: Mapping[str, Any] | bytes, *,
@@ -251,58 +262,80 @@ class NameServer:
         s = self.settings
         digest = ""
         key = b""
+        changed = False
         try:
             if isinstance(body, bytes | bytearray):
                 if decode is None:
                     raise TypeError("a raw registration body needs its door's decode function")
-                changed = False
                 if door_key is not None:
                     key = digest_key(door_key, s.broker_timeout_ms)
-                    if memo is None:
+                    if memo is None or len(body) > memo.MAX_BYTES:
                         digest = _sha256(key, body)
+                    elif memo.holds(key, body):
+                        digest = memo.digest  # the same bytes again on this connection: nothing to hash
                     else:
                         changed = memo.other_than_last(key, body)
-                        digest = memo.digest_of(key, body)
-                if door_key is not None and not changed:
-                    known = self._unchanged_from_memory(who, digest, connection)
-                    if known is not None:
-                        return known
-                    epoch = self.unchanged.epoch
-                    res = await self._register_unchanged(who, digest, single_topic_guard, connection)
-                    if res is not None:
-                        if res.who is not None and not who.cluster_bound:
-                            self.unchanged.put(epoch, digest, connection, Answer(*res.who, res))
-                        self.metrics.registrations.labels(result="unchanged").inc()
-                        return res
-                req = await self._parse_registration(decode, bytes(body), decode_cost)
-            else:
-                req = RegisterBroker.parse(body)
-            self.access.require(who, Role.BROKER, req.cluster)
-            guarded = None  # None: no cross-cluster guard; a list: the address rule plus these topics
-            if who.cluster_bound:
-                guarded = ([] if s.allow_cross_cluster_topics
-                           else [t for t in req.topic_names() if not is_system_topic(t)])
-            delta = None
-            if key and req.table is not None and self.store.applies_whole(req.table.count):
-                table = req.table.encs
-                base = self.bases.get(key)
-                if base is not None and base[0] != digest:
-                    delta = TopicDelta.between(base[0], base[1], table)
-                self.bases.sent(key, digest, table)
-            res = await self.store.register_broker(
-                req, default_timeout_ms=s.broker_timeout_ms,
-                delete_topic_with_broker_registration=s.delete_topic_with_broker_registration,
-                return_order_topic_config=s.return_order_topic_config_to_broker,
-                single_topic_guard=single_topic_guard, connection=connection, cross_cluster_topics=guarded,
-                digest=digest, delta=delta)
-            if delta is not None:
-                if res.delta:
-                    self.bases.applied += 1
-                else:
-                    self.bases.refused += 1
+                    if digest:
+                        known = self._unchanged_from_memory(who, digest, connection)
+                        if known is not None:
+                            return known
+            # One turn of the worker's bulk Redis work for all the rest, hashing and decoding included
+            # (service/store/admission.py): a fleet registering at once is applied a few at a time, in arrival
+            # order, and waits for its turn rather than timing out behind the others.
+            async with self.store.turn():
+                if key and not digest:
+                    digest = memo.digest_of(key, body)  # type: ignore[union-attr, arg-type]
+                res = await self._register_in_turn(who, body, decode, key, digest, changed, door_key is not None,
+                                                   single_topic_guard, connection, decode_cost)
         except Exception as exc:
             self.metrics.registrations.labels(result=getattr(exc, "code", "error")).inc()
             raise
+        return res
+
+    async def _register_in_turn(self, who: Principal, body: Mapping[str, Any] | bytes,
+                                decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker] | None, key: bytes,
+                                digest: str, changed: bool, unchanged_first: bool, single_topic_guard: bool,
+                                connection: str, decode_cost: int | None) -> RegisterBrokerResult:
+        """register_broker's Redis part, in the caller's turn: the unchanged path first when it may apply, else
+        the body decoded, validated and applied in full (as a delta against this broker's last registration
+        through this worker when its store can: service/core/deltas.py)."""
+        s = self.settings
+        if isinstance(body, bytes | bytearray):
+            assert decode is not None
+            if unchanged_first and not changed:
+                epoch = self.unchanged.epoch
+                res = await self._register_unchanged(who, digest, single_topic_guard, connection)
+                if res is not None:
+                    if res.who is not None and not who.cluster_bound:
+                        self.unchanged.put(epoch, digest, connection, Answer(*res.who, res))
+                    self.metrics.registrations.labels(result="unchanged").inc()
+                    return res
+            req = await self._parse_registration(decode, bytes(body), decode_cost)
+        else:
+            req = RegisterBroker.parse(body)
+        self.access.require(who, Role.BROKER, req.cluster)
+        guarded = None  # None: no cross-cluster guard; a list: the address rule plus these topics
+        if who.cluster_bound:
+            guarded = ([] if s.allow_cross_cluster_topics
+                       else [t for t in req.topic_names() if not is_system_topic(t)])
+        delta = None
+        if key and req.table is not None and self.store.applies_whole(req.table.count):
+            table = req.table.encs
+            base = self.bases.get(key)
+            if base is not None and base[0] != digest:
+                delta = TopicDelta.between(base[0], base[1], table)
+            self.bases.sent(key, digest, table)
+        res = await self.store.register_broker(
+            req, default_timeout_ms=s.broker_timeout_ms,
+            delete_topic_with_broker_registration=s.delete_topic_with_broker_registration,
+            return_order_topic_config=s.return_order_topic_config_to_broker,
+            single_topic_guard=single_topic_guard, connection=connection, cross_cluster_topics=guarded,
+            digest=digest, delta=delta)
+        if delta is not None:
+            if res.delta:
+                self.bases.applied += 1
+            else:
+                self.bases.refused += 1
         self.metrics.registrations.labels(result="fenced" if res.fenced else "ok").inc()
         return res
 

@@ -152,8 +152,16 @@ async def register_broker(call: Call) -> Reply:
     cmd = call.cmd
     crc = int_text(call.ext("bodyCrc32"), "bodyCrc32") or 0
     memo = call.connection.registration
-    if crc and not memo.crc_known(cmd.body, crc) and crc32_of(cmd.body) != crc:
-        return Reply(SYSTEM_ERROR, "crc32 not match")
+    if crc and not memo.crc_known(cmd.body, crc):
+        async with call.ns.turn():  # a body not seen on this connection: checked in its turn (storms queue there)
+            if crc32_of(cmd.body) != crc:
+                return Reply(SYSTEM_ERROR, "crc32 not match")
+            return await _register(call, crc, memo)
+    return await _register(call, crc, memo)
+
+
+async def _register(call: Call, crc: int, memo: Any) -> Reply:
+    cmd = call.cmd
     header = {**_identity(call), "haServerAddr": call.ext("haServerAddr"), "zoneName": call.ext("__ZONE_NAME"),
               "enableActingMaster": bool_text(call.ext("enableActingMaster"), "enableActingMaster"),
               "heartbeatTimeoutMillis": int_text(call.ext("heartbeatTimeoutMillis"), "heartbeatTimeoutMillis")}

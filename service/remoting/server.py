@@ -2,12 +2,15 @@
 
 - Frames are decoded as bytes arrive; a cached route read (code 105) is answered inside data_received, with no
   task and no copy beyond the write; everything else runs as a task, bounded per connection
-  (`remoting_max_in_flight`) and per worker (`remoting_max_pending`): past either bound the answer is
-  SYSTEM_BUSY at once, as Java's thread-pool queues answer "[OVERLOAD]system busy".
-- A frame over the limit or that cannot be decoded closes that connection only. Incomplete frames are bounded:
-  per connection by the frame limit, per worker by `remoting_max_partial_bytes` counted at each frame's declared
-  length as soon as its length prefix arrives (a frame past it closes its connection before it is buffered), and
-  in time by `remoting_frame_timeout_s` from a frame's first byte, which trickling bytes do not extend.
+  (`remoting_max_in_flight`: past it the answer is SYSTEM_BUSY at once, as Java's "[OVERLOAD]system busy").
+- A storm waits its turn: the frames a worker takes on — incomplete ones at their declared length from their
+  length prefix, then their requests until answered — are bounded by `remoting_max_partial_bytes`, and the requests
+  in progress by `remoting_max_pending`. A frame that does not fit stops its connection being read (TCP
+  backpressure: the peer's bytes wait in its socket) until the worker has room; waiting connections are taken
+  back first come, first served. A fleet registering at once is answered, slower, not refused.
+- What is truly hostile is still closed: a frame over the frame limit or one that cannot be decoded (that
+  connection only); a frame not whole within `remoting_frame_timeout_s` of being taken on (trickling bytes do not
+  extend it); and, while others wait for room, a frame taken on that stops making progress (STALL_S).
 - Broker liveness by connection, as Java's BrokerHousekeepingService: when a connection a broker registered on
   is closed by the peer, breaks, or idles out, the broker is unregistered at once (in Redis, so for every worker),
   unless it registered again since through another connection, worker or door. A worker that stops on purpose
@@ -19,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -74,6 +78,9 @@ _CONN_PREFIX = f"{socket.gethostname()}:{os.getpid()}:{int(time.time() * 1000)}:
 _conn_ids = itertools.count(1)
 TLS_HANDSHAKE = 0x16
 HTTP_METHODS = (b"GET ", b"POST ", b"PUT ", b"DELETE ", b"HEAD ", b"OPTIONS ", b"PATCH ")
+# While connections wait for room, a frame taken on that receives nothing for this long holds the room for nobody:
+# its connection is closed (a broker's frame arrives in milliseconds; the idle sweep checks every few seconds).
+STALL_S = 10.0
 
 
 class Connection(asyncio.Protocol):
@@ -97,7 +104,11 @@ class Connection(asyncio.Protocol):
         self.tasks: set[asyncio.Task[Any]] = set()  # its requests in progress
         self.registration = RegistrationMemo()  # the last registration body: the same bytes again are not hashed
         self.close_reason = "peer"
-        self.partial = 0  # bytes of the worker's partial-frame budget this connection's incomplete frame holds
+        self.partial = 0  # bytes of the worker's frame budget this connection's incomplete frame holds
+        self.handling = 0  # bytes of the worker's frame budget its requests in progress hold
+        self.waiting = False  # not read until the worker has room (in server.waiting)
+        self.need = 0  # while waiting: what its incomplete frame will hold once taken on
+        self.replies_paused = False  # not read because its peer does not read its replies
         self.frame_timer: asyncio.TimerHandle | None = None  # the incomplete frame's deadline
 
     # --- asyncio.Protocol
@@ -113,33 +124,66 @@ class Connection(asyncio.Protocol):
         self.server.opened(self)
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = self.server.loop.time()
+        server = self.server
+        self.last_active = server.loop.time()
         try:
-            items = self.decoder.feed(data, self.server.fast_route)
+            items = self.decoder.feed(data, server.fast_route)
         except FrameError as exc:
             self._serve(exc.decoded)  # type: ignore[arg-type]
             reason = str(exc)
             if data.startswith(HTTP_METHODS):  # a length prefix spelling "GET ": someone's HTTP client
                 reason = (f"an HTTP request ({data.split(b' ', 1)[0].decode()}) on RocketMQ's remoting port; the HTTP "
-                          f"API listens on port {self.server.settings.port}")
+                          f"API listens on port {server.settings.port}")
             log.warning("remoting %s: closing the connection: %s", self.peer, reason)
-            self.server.stats.frame_errors += 1
+            server.stats.frame_errors += 1
             self.close("bad-frame")
             return
+        self._serve(items)
         pending = self.decoder.pending
-        if pending != self.partial and not self.server.reserve(self, pending):
-            self._serve(items)
-            log.warning("remoting %s: closing the connection: a frame of %d bytes would take the worker's "
-                        "incomplete frames past remoting_max_partial_bytes", self.peer, pending)
-            self.close("partial-limit")
+        if pending and pending != self.partial and not server.fits(self, pending):
+            self.wait(pending)  # a frame the worker has no room for yet: stop reading it (TCP backpressure)
             return
+        freed = pending < self.partial
+        server.reserve(self, pending)
         if not pending:
             self._stop_frame_timer()
         elif items or self.frame_timer is None:  # a frame begun in this chunk: its own deadline
-            self._stop_frame_timer()
-            self.frame_timer = self.server.loop.call_later(self.server.settings.remoting_frame_timeout_s,
-                                                           self._frame_late)
-        self._serve(items)
+            self._start_frame_timer()
+        if server.pending >= server.settings.remoting_max_pending:
+            self.wait(0)  # as many requests in progress as the worker takes: read on when some are answered
+        elif freed:
+            server.admit()
+
+    def wait(self, need: int) -> None:
+        """Stop reading until the worker has room for `need` more bytes (and fewer requests in progress): the
+        peer's bytes wait in its socket. What the connection already holds stays with it; its frame's deadline
+        does not run meanwhile (the wait is the worker's)."""
+        server = self.server
+        server.reserve(self, 0)
+        self._stop_frame_timer()
+        self.need = need
+        if not self.waiting:
+            self.waiting = True
+            server.waiting.append(self)
+            server.stats.waits += 1
+            if self.transport is not None:
+                self.transport.pause_reading()
+
+    def resume(self) -> None:
+        """Taken back by the server (server.admit): its incomplete frame's room is reserved, its deadline runs."""
+        self.waiting = False
+        self.last_active = self.server.loop.time()  # its wait was the worker's, not the peer's silence
+        self.server.reserve(self, self.need)
+        if self.need:
+            self._start_frame_timer()
+        self.need = 0
+        if self.transport is not None and not self.replies_paused and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def _start_frame_timer(self) -> None:
+        self._stop_frame_timer()
+        self.frame_timer = self.server.loop.call_later(self.server.settings.remoting_frame_timeout_s,
+                                                       self._frame_late)
 
     def _stop_frame_timer(self) -> None:
         if self.frame_timer is not None:
@@ -148,7 +192,7 @@ class Connection(asyncio.Protocol):
 
     def _frame_late(self) -> None:
         self.frame_timer = None
-        log.warning("remoting %s: closing the connection: a frame not complete within %d s of its first byte",
+        log.warning("remoting %s: closing the connection: a frame not complete within %d s of being taken on",
                     self.peer, self.server.settings.remoting_frame_timeout_s)
         self.close("frame-timeout")
 
@@ -165,18 +209,29 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
-        self._stop_frame_timer()
-        self.server.reserve(self, 0)
+        self._release()
         self.server.closed(self, exc)
+
+    def _release(self) -> None:
+        """Give back what this connection holds of the worker's room, and its place in the queue."""
+        self._stop_frame_timer()
+        server = self.server
+        if self.waiting:
+            self.waiting = False
+            server.unqueue(self)
+        server.reserve(self, 0)
+        server.admit()
 
     def pause_writing(self) -> None:
         """A peer that does not read its replies stops being read: its replies never pile up in memory."""
+        self.replies_paused = True
         if self.transport is not None:
             self.transport.pause_reading()
             self.server.stats.paused += 1
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        self.replies_paused = False
+        if self.transport is not None and not self.waiting and not self.transport.is_closing():
             self.transport.resume_reading()
 
     # --- used by the server and the handlers
@@ -197,8 +252,7 @@ class Connection(asyncio.Protocol):
 
     def close(self, reason: str) -> None:
         self.close_reason = reason
-        self._stop_frame_timer()
-        self.server.reserve(self, 0)
+        self._release()
         self.decoder = FrameDecoder(self.server.settings.remoting_max_frame_bytes)  # drop what it held
         if self.transport is not None:
             self.transport.close()
@@ -233,8 +287,12 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.stats.open_now = lambda: len(self.connections)
         self.stats.partial_now = lambda: self.partial_bytes
+        self.stats.handling_now = lambda: self.handling_bytes
+        self.stats.waiting_now = lambda: len(self.waiting)
         self.pending = 0
         self.partial_bytes = 0  # held for incomplete frames over all connections (their declared lengths)
+        self.handling_bytes = 0  # held by the requests in progress (their bodies)
+        self.waiting: collections.deque[Connection] = collections.deque()  # not read until there is room
         self.stopping = False
         self.loop = asyncio.get_event_loop()
         self._servers: list[asyncio.AbstractServer] = []
@@ -322,26 +380,50 @@ class RemotingServer:
         return data[0]
 
     async def _sweep_idle(self) -> None:
-        """One timer for all connections: close those silent for remoting_idle_s (RocketMQ's all-idle)."""
+        """One timer for all connections: close those silent for remoting_idle_s (RocketMQ's all-idle) — not those
+        the worker is not reading — and, while connections wait for room, frames taken on that stopped arriving."""
         idle = self.settings.remoting_idle_s
         while True:
             await asyncio.sleep(min(idle / 4, 5.0))
-            cutoff = self.loop.time() - idle
-            for conn in [c for c in self.connections if c.last_active < cutoff and not c.in_flight]:
+            now = self.loop.time()
+            for conn in [c for c in self.connections
+                         if c.last_active < now - idle and not c.in_flight and not c.waiting]:
                 log.info("remoting %s: idle for %d s, closing", conn.peer, idle)
                 conn.close("idle")
+            if self.waiting:
+                for conn in [c for c in self.connections if c.partial and c.last_active < now - STALL_S]:
+                    log.warning("remoting %s: closing the connection: its frame stopped arriving for %.0f s "
+                                "while %d connections wait for room", conn.peer, STALL_S, len(self.waiting))
+                    conn.close("frame-stalled")
 
     # --- connections
 
-    def reserve(self, conn: Connection, size: int) -> bool:
-        """Let `conn`'s incomplete frame hold `size` bytes of the worker's budget (0 releases it); False, and
-        nothing changed, when growing it would pass remoting_max_partial_bytes."""
-        total = self.partial_bytes - conn.partial + size
-        if size > conn.partial and total > self.settings.remoting_max_partial_bytes:
-            return False
-        self.partial_bytes = total
+    def fits(self, conn: Connection, size: int) -> bool:
+        """Whether `conn`'s incomplete frame may hold `size` bytes of the worker's room (remoting_max_partial_bytes
+        over the frames taken on: incomplete and being handled), and nobody waits before it. A frame alone is
+        always taken on (the room holds a largest frame: config)."""
+        held = self.partial_bytes + self.handling_bytes - conn.partial
+        return (held + size <= self.settings.remoting_max_partial_bytes and not self.waiting) or held == 0
+
+    def reserve(self, conn: Connection, size: int) -> None:
+        """Let `conn`'s incomplete frame hold `size` bytes of the worker's room (0 releases it)."""
+        self.partial_bytes += size - conn.partial
         conn.partial = size
-        return True
+
+    def admit(self) -> None:
+        """Take back waiting connections, first come first served, while there is room for them."""
+        budget, most = self.settings.remoting_max_partial_bytes, self.settings.remoting_max_pending
+        while self.waiting and self.pending < most:
+            conn = self.waiting[0]
+            held = self.partial_bytes + self.handling_bytes
+            if held and held + conn.need > budget:
+                return
+            self.waiting.popleft()
+            conn.resume()
+
+    def unqueue(self, conn: Connection) -> None:
+        with contextlib.suppress(ValueError):
+            self.waiting.remove(conn)
 
     def opened(self, conn: Connection) -> None:
         self.connections.add(conn)
@@ -459,19 +541,21 @@ class RemotingServer:
             self.reply(conn, cmd, Reply(RMQ_REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported"),
                        started)
             return
-        if conn.in_flight >= self.settings.remoting_max_in_flight or \
-                self.pending >= self.settings.remoting_max_pending:
+        if conn.in_flight >= self.settings.remoting_max_in_flight:
             self.stats.busy += 1
             self.reply(conn, cmd, Reply(RMQ_SYSTEM_BUSY, OVERLOAD), started)
             return
         conn.in_flight += 1
         self.pending += 1
-        task = self.loop.create_task(self._run(conn, cmd, handler, started))
+        size = len(cmd.body) if cmd.body else 0
+        conn.handling += size
+        self.handling_bytes += size
+        task = self.loop.create_task(self._run(conn, cmd, handler, started, size))
         self._track(task)
         conn.tasks.add(task)
         task.add_done_callback(conn.tasks.discard)
 
-    async def _run(self, conn: Connection, cmd: RemotingCommand, handler: Any, started: float) -> None:
+    async def _run(self, conn: Connection, cmd: RemotingCommand, handler: Any, started: float, size: int) -> None:
         try:
             who = self.anonymous if self.open_mode else self.credentials.of_request(
                 cmd.ext_fields, cmd.body, conn.unsigned)
@@ -487,7 +571,10 @@ class RemotingServer:
         finally:
             conn.in_flight -= 1
             self.pending -= 1
+            conn.handling -= size
+            self.handling_bytes -= size
         self.reply(conn, cmd, reply, started)
+        self.admit()
 
     def _log_refusal(self, conn: Connection, cmd: RemotingCommand, err: NamesrvError) -> None:
         """A request refused for its credential (NO_PERMISSION), logged with where it came from: the operator's

@@ -86,6 +86,17 @@ def translate(exc: BaseException) -> NamesrvError:
     return NamesrvError(f"route store error: {type(exc).__name__}")
 
 
+def report(gate: Any, exc: BaseException, err: NamesrvError, ping: Callable[[], Awaitable[Any]]) -> None:
+    """Tell the route store's gate (admission.py) what a failed call says of Redis: unreachable (down at once), or
+    out of time (suspect: a PING decides), or nothing (a script error, a refused WAIT)."""
+    if not isinstance(err, StoreUnavailable) or isinstance(err, ReplicationUnconfirmed):
+        return
+    if type(exc) is TimeoutError or isinstance(exc, RedisTimeoutError):
+        gate.suspect(err.message, ping)
+    else:
+        gate.unavailable(err.message)
+
+
 def store_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """Decorate a store method that talks to Redis directly (not through `_run`)."""
 
@@ -163,6 +174,10 @@ class StoreLimits:
     wait_timeout_ms: int = 1000
     wait_registrations: bool = False
     chunk_topics: int = 0  # registrations with more topics go in steps of this many (0 = always whole)
+    # Bulk calls (registrations, removals, expiry) under way at once per worker (admission.py; setting
+    # redis_bulk_concurrency): enough to keep Redis busy while the worker decodes the next registration, few enough
+    # that a read behind them in Redis's queue waits a few ms.
+    bulk_turns: int = 4
 
     def bulk(self, topics: int) -> float:
         """The deadline of a call carrying `topics` topics (or heartbeats): scaled, with a ceiling."""
@@ -171,18 +186,24 @@ class StoreLimits:
 
 def bounded(bulk: bool = False) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
     """Decorate a store method (its object has `limits`) that talks to Redis directly (not through `_run`): the
-    call's deadline, and redis-py errors as the project's."""
+    call's deadline, redis-py errors as the project's, and (the route store's) whether Redis answered."""
 
     def deco(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
         @wraps(fn)
         async def wrapper(self: Any, *args: Any, **kwargs: Any) -> R:
             limits = self.limits
+            gate = getattr(self, "gate", None)  # the route store's: told whether Redis answered (admission.py)
             try:
                 async with asyncio.timeout(limits.bulk_deadline_s if bulk else limits.deadline_s):
                     result = await fn(self, *args, **kwargs)
             except REDIS_ERRORS as exc:
-                raise translate(exc) from exc
+                err = translate(exc)
+                if gate is not None:
+                    report(gate, exc, err, self.ping)
+                raise err from exc
             OUTAGE.answered()
+            if gate is not None:
+                gate.available()
             return result
 
         return wrapper

@@ -127,6 +127,7 @@ def store_limits(settings: Settings) -> StoreLimits:
         wait_timeout_ms=settings.redis_wait_timeout_ms,
         wait_registrations=settings.redis_wait_registrations,
         chunk_topics=settings.chunk_topics,
+        bulk_turns=settings.redis_bulk_concurrency,
     )
 
 

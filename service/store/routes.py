@@ -12,6 +12,7 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import orjson
@@ -39,6 +40,7 @@ from service.models import (
     TopicRouteData,
 )
 from service.store import sweeps
+from service.store.admission import Gate
 from service.store.calls import (  # re-exported: the store's callers import them from here
     PER_TOPIC_S,
     REDIS_ERRORS,
@@ -48,6 +50,7 @@ from service.store.calls import (  # re-exported: the store's callers import the
     bounded,
     evalsha,
     leanable,
+    report,
     store_errors,
     translate,
 )
@@ -144,6 +147,7 @@ class RouteStore(ChangeEvents):
         self.keys = Keys(prefix)
         self.default_timeout_ms = default_timeout_ms
         self.limits = limits or StoreLimits()
+        self.gate = Gate(self.limits.bulk_turns)  # registrations, removals, expiry: a few at a time (admission.py)
         # Cluster: every key of the registry hashes to one slot; pub/sub may use any node (PUBLISH is broadcast).
         self.cluster = isinstance(redis, RedisCluster)
         # Sentinel: watched for +switch-master, which drops connections still open to the old master (S3).
@@ -216,12 +220,22 @@ class RouteStore(ChangeEvents):
     async def _run(self, name: str, keys: Sequence[str], *args: Any, client: Any = None,
                    deadline: float | None = None, wait: bool = False) -> Any:
         """EVALSHA straight through execute_command (redis-py's Script wrapper costs ~10% of a heartbeat);
-        NOSCRIPT after a Redis restart, a failover or SCRIPT FLUSH loads the script and retries once.
+        NOSCRIPT after a Redis restart, a failover or SCRIPT FLUSH loads the script and retries once. A call on
+        the bulk client waits for a turn of the worker's bulk work first, unless its task holds one.
 
-        `deadline` (seconds, default the limits' deadline) bounds the whole call, retries included: a hung Redis
-        answers StoreUnavailable then, not after the socket timeouts' arithmetic. `wait`: with wait_replicas set,
-        the write is acknowledged only once that many replicas confirm it (WAIT on the writing connection)."""
-        redis = client or self.redis
+        `deadline` (seconds, default the limits' deadline) bounds the whole call, retries included, from its turn:
+        a hung Redis answers StoreUnavailable then, not after the socket timeouts' arithmetic. `wait`: with
+        wait_replicas set, the write is acknowledged only once that many replicas confirm it (WAIT on the writing
+        connection)."""
+        if client is not None and client is self.bulk_redis:  # bulk work takes turns (admission.py)
+            async with self.gate.turn():
+                return await self._call(name, keys, args, client, deadline, wait)
+        return await self._call(name, keys, args, client or self.redis, deadline, wait)
+
+    async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any], redis: Any, deadline: float | None,
+                    wait: bool) -> Any:
+        """One script call under its deadline, which starts here (after any turn was waited for); what it tells of
+        Redis's health goes to the gate."""
         replicas = self.limits.wait_replicas if wait else 0
         budget = (deadline or self.limits.deadline_s) + (self.limits.wait_timeout_ms / 1000 if replicas else 0)
         try:
@@ -229,8 +243,11 @@ class RouteStore(ChangeEvents):
                 result = await call_loaded(redis, self._shas, self._scripts[name],
                                            lambda sha: self._evalsha(redis, sha, keys, args, replicas))
         except REDIS_ERRORS as exc:
-            raise translate(exc) from exc
+            err = translate(exc)
+            report(self.gate, exc, err, self.ping)
+            raise err from exc
         OUTAGE.answered()
+        self.gate.available()
         return result
 
     async def _evalsha(self, redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
@@ -282,6 +299,11 @@ class RouteStore(ChangeEvents):
             for s in self.sentinel.sentinels:
                 await s.aclose()
 
+    def turn(self) -> AbstractAsyncContextManager[None]:
+        """A turn of this worker's bulk Redis work (admission.py), for a caller whose work between store calls
+        (decoding a registration) belongs to it: the store calls it makes meanwhile take no other."""
+        return self.gate.turn()
+
     # ------------------------------------------------------------------ brokers
 
     async def register_broker(
@@ -313,8 +335,9 @@ class RouteStore(ChangeEvents):
             args = self._registration_args(
                 req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
                 single_topic_guard, connection, cross_cluster_topics, digest, now, "")
-            return await self._chunked(req, args, self.limits.chunk_topics, delete_topic_with_broker_registration,
-                                       cross_cluster_topics, digest).run()
+            async with self.gate.turn():  # one turn for all its steps
+                return await self._chunked(req, args, self.limits.chunk_topics,
+                                           delete_topic_with_broker_registration, cross_cluster_topics, digest).run()
         args = self._registration_args(
             req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
             single_topic_guard, connection, cross_cluster_topics, digest, now, req.topic_table.groups, delta)
@@ -445,11 +468,12 @@ class RouteStore(ChangeEvents):
     async def unregister_broker(self, ident: BrokerIdentity) -> int:
         """0: address was not a member; 1: broker removed; 2: broker reduced. A broker with more topics than
         `limits.chunk_topics` is removed in bounded steps (service/store/sweeps.py), all done before this returns."""
-        res, sweep_ids = await self._run("unregisterBroker", self._fixed["unregisterBroker"], ident.cluster,
-                                         ident.broker_name, str(ident.broker_id), ident.broker_addr,
-                                         sweeps.sweep_bound(self), client=self.bulk_redis,
-                                         deadline=sweeps.removal_deadline(self))
-        await self.run_sweeps(sweep_ids)
+        async with self.gate.turn():  # the removal and its sweeps in one turn
+            res, sweep_ids = await self._run("unregisterBroker", self._fixed["unregisterBroker"], ident.cluster,
+                                             ident.broker_name, str(ident.broker_id), ident.broker_addr,
+                                             sweeps.sweep_bound(self), client=self.bulk_redis,
+                                             deadline=sweeps.removal_deadline(self))
+            await self.run_sweeps(sweep_ids)
         return int(res)
 
     async def drop_connection(self, connection: str, members: Iterable[tuple[str, str]]
@@ -461,10 +485,11 @@ class RouteStore(ChangeEvents):
             args += [cluster, addr]
         if len(args) == 2:
             return []
-        flat, sweep_ids = await self._run("dropConnection", self._fixed["dropConnection"], *args,
-                                          client=self.bulk_redis,
-                                          deadline=sweeps.removal_deadline(self, len(args) // 2))
-        await self.run_sweeps(sweep_ids)
+        async with self.gate.turn():
+            flat, sweep_ids = await self._run("dropConnection", self._fixed["dropConnection"], *args,
+                                              client=self.bulk_redis,
+                                              deadline=sweeps.removal_deadline(self, len(args) // 2))
+            await self.run_sweeps(sweep_ids)
         return [(flat[i], flat[i + 1], flat[i + 2], int(flat[i + 3])) for i in range(0, len(flat), 4)]
 
     async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000,
@@ -473,11 +498,12 @@ class RouteStore(ChangeEvents):
         sweep bound counting as the bound: its topics go in steps); `more` says another call may find more.
         `grace_ms`: a broker expires only this long after its timeout (heartbeats acknowledged but not yet
         written: service/core/liveness.py)."""
-        more, flat, sweep_ids = await self._run(
-            "expireBrokers", self._fixed["expireBrokers"], batch, "" if now is None else now, topic_budget,
-            self.default_timeout_ms, sweeps.sweep_bound(self), grace_ms, client=self.bulk_redis,
-            deadline=self.limits.bulk(topic_budget + batch))
-        await self.run_sweeps(sweep_ids)
+        async with self.gate.turn():
+            more, flat, sweep_ids = await self._run(
+                "expireBrokers", self._fixed["expireBrokers"], batch, "" if now is None else now, topic_budget,
+                self.default_timeout_ms, sweeps.sweep_bound(self), grace_ms, client=self.bulk_redis,
+                deadline=self.limits.bulk(topic_budget + batch))
+            await self.run_sweeps(sweep_ids)
         expired = []
         for member, name in _pairs(flat):
             cluster, _, addr = member.partition("|")

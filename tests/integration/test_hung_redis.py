@@ -72,8 +72,12 @@ async def test_hung_redis_answers_503_by_the_deadline_and_recovers(lone_redis):
             # (issue 26), whose deadline is the base one: it answers then, plus hashing its body; its full
             # path's deadline would be 1 s + 100 000 × 20 µs = 3 s
             base = DEADLINE_MS / 1000
-            for name, (status, took) in {"read": read, "heartbeat": beat, "register 10": small}.items():
+            for name, (status, took) in {"read": read, "heartbeat": beat}.items():
                 assert status == 503 and base - 0.05 <= took < base + 1.0, (name, status, took)
+            # a registration waits for a turn of the worker's bulk work (service/store/admission.py): once a PING
+            # confirmed Redis does not answer, one probe at a time waits its deadline and the others get theirs
+            # at once, so its 503 comes by the deadline or sooner
+            assert small[0] == 503 and small[1] < base + 1.0, small
             status, took = large
             assert status == 503 and base - 0.05 <= took < base + 100_000 * PER_TOPIC_S + healthy, (took, healthy)
             assert ready[0] == 503 and ready[1] < 2.0

@@ -341,8 +341,8 @@ async def test_a_stopping_worker_closes_connections_without_unregistering(door):
     assert (await door.http.get("/v1/topics/TopicA/route")).status == 200
 
 
-async def test_overload_answers_system_busy_at_once(make_door):
-    door = await make_door(remoting_max_pending=1)
+async def test_a_connection_past_its_in_flight_bound_gets_system_busy_at_once(make_door):
+    door = await make_door(remoting_max_in_flight=1)
     c = await door.client()
     await register(c)
     first = c.send(codes.GET_BROKER_CLUSTER_INFO)
@@ -352,6 +352,19 @@ async def test_overload_answers_system_busy_at_once(make_door):
     cached = await c.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})  # fill the cache
     hits = [c.send(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}) for _ in range(5)]
     assert cached.code == SUCCESS and [(await c.reply_to(o)).code for o in hits] == [SUCCESS] * 5  # no task needed
+
+
+async def test_a_worker_with_its_requests_in_progress_stops_reading_and_answers_every_one(make_door):
+    """Past remoting_max_pending a worker does not answer SYSTEM_BUSY: it stops reading the connections that send
+    more (TCP backpressure) and reads on as requests are answered, first come first served."""
+    door = await make_door(remoting_max_pending=1)
+    a, b = await door.client(), await door.client()
+    await register(a)
+    sent = [(a, a.send(codes.GET_BROKER_CLUSTER_INFO)) for _ in range(3)]  # one write burst: three in progress
+    sent += [(b, b.send(codes.GET_BROKER_CLUSTER_INFO)) for _ in range(2)]
+    assert [(await conn.reply_to(o)).code for conn, o in sent] == [SUCCESS] * 5
+    assert door.server.stats.waits >= 1 and not door.server.waiting and door.server.pending == 0
+    assert (await a.request(codes.GET_BROKER_CLUSTER_INFO)).code == SUCCESS  # read again
 
 
 async def test_metrics_count_requests_by_code_and_result(door):

@@ -1,6 +1,8 @@
-"""Incomplete frames on the native door are bounded: per worker (remoting_max_partial_bytes, counted at each
-frame's declared length as soon as its length prefix arrives), in time (remoting_frame_timeout_s from a frame's
-first byte, however slowly its bytes trickle in), and a frame over the frame limit is refused on its prefix."""
+"""The frames a native-door worker takes on are bounded: per worker (remoting_max_partial_bytes, counted at each
+frame's declared length as soon as its length prefix arrives, then by its request until answered) — a frame past it
+is not refused but waits, unread, until there is room (TCP backpressure) —, in time (remoting_frame_timeout_s from
+being taken on, however slowly its bytes trickle in; and, while others wait, a frame that stops arriving), and a
+frame over the frame limit is refused on its prefix."""
 
 from __future__ import annotations
 
@@ -35,31 +37,51 @@ async def until(what, pred, timeout=10.0):
     return what
 
 
-async def test_incomplete_frames_are_bounded_per_worker(make_door):
+async def test_a_frame_past_the_workers_room_waits_unread_and_is_taken_on_when_room_frees(make_door):
     door = await make_door(remoting_max_frame_bytes=1024 * KIB, remoting_max_partial_bytes=2048 * KIB)
+    server = door.server
     frame = big_frame(900 * KIB)
     a, b, c = await door.client(), await door.client(), await door.client()
     for conn in (a, b):
-        conn.writer.write(frame[:64 * KIB])  # the prefix declares 900 KiB: reserved in the worker's budget
-    await until("two reserved", lambda: door.server.partial_bytes == 2 * len(frame))
-    c.writer.write(frame[:8])  # a third would pass 2 MiB: refused on its prefix, before it is buffered
-    async with asyncio.timeout(10):
-        await c.closed.wait()
-    assert door.server.stats.closes["partial-limit"] == 1 and not a.closed.is_set() and not b.closed.is_set()
-    assert door.server.partial_bytes == 2 * len(frame)
+        conn.writer.write(frame[:64 * KIB])  # the prefix declares 900 KiB: reserved in the worker's room
+    await until("two reserved", lambda: server.partial_bytes == 2 * len(frame))
+    c.writer.write(frame[:8])  # a third would pass 2 MiB: its connection is not read until there is room
+    await until("c waits", lambda: len(server.waiting) == 1)
+    expect_reply(c)
+    c.writer.write(frame[8:])  # the rest stays in its socket meanwhile
+    await asyncio.sleep(0.2)
+    assert server.partial_bytes == 2 * len(frame) and len(server.waiting) == 1 and not c.closed.is_set()
+    assert server.stats.waits == 1 and not server.stats.closes
 
     expect_reply(a)
-    a.writer.write(frame[64 * KIB:])  # complete: its reservation is released, and the frame is served
+    a.writer.write(frame[64 * KIB:])  # complete: served, and once answered its room goes to c, which completes
     assert (await a.reply_to(99)).code == 17  # TopicA is not registered in this door
-    await until("released", lambda: door.server.partial_bytes == len(frame))
+    assert (await c.reply_to(99)).code == 17
+    assert not server.waiting and server.partial_bytes == len(frame) and server.handling_bytes == 0
     await b.close()  # a closed connection releases its frame's reservation too
-    await until("all released", lambda: door.server.partial_bytes == 0)
-    d = await door.client()
-    expect_reply(d)
-    d.writer.write(frame)  # room again
-    assert (await d.reply_to(99)).code == 17
+    await until("all released", lambda: server.partial_bytes == 0)
+    assert not server.stats.closes.get("frame-stalled") and not server.stats.closes.get("frame-timeout")
     metrics = door.ns.metrics.render().decode()
     assert re.search(r"^namesrv_remoting_partial_frame_bytes 0\.0$", metrics, re.M)
+    assert re.search(r"^namesrv_remoting_waits_total 1\.0$", metrics, re.M)
+
+
+async def test_while_others_wait_a_frame_that_stops_arriving_is_closed(make_door, monkeypatch):
+    from service.remoting import server as remoting_server
+
+    monkeypatch.setattr(remoting_server, "STALL_S", 0.3)
+    door = await make_door(remoting_max_frame_bytes=1024 * KIB, remoting_max_partial_bytes=1024 * KIB,
+                           remoting_idle_s=1)  # the sweep every 0.25 s
+    frame = big_frame(900 * KIB)
+    stuck, fleet = await door.client(), await door.client()
+    stuck.writer.write(frame[:64 * KIB])  # takes the worker's room, then sends nothing more
+    await until("held", lambda: door.server.partial_bytes == len(frame))
+    expect_reply(fleet)
+    fleet.writer.write(frame)  # waits for room; the stalled frame is closed so that it gets it
+    assert (await fleet.reply_to(99)).code == 17
+    async with asyncio.timeout(10):
+        await stuck.closed.wait()
+    assert door.server.stats.closes["frame-stalled"] == 1 and not fleet.closed.is_set()
 
 
 async def test_a_frame_has_a_deadline_that_trickling_bytes_do_not_extend(make_door):
