@@ -108,28 +108,90 @@ def _each_entry(table: dict) -> TopicTable | None:
     return TopicTable(encs=encs)
 
 
+# A topicConfigTable entry exactly as a stock broker's fastjson writes it: the eight fields in alphabetical order, no
+# whitespace, strings of printable ASCII without escapes, integers in range (the general path's rules, as text).
+_STR = rb'[\x20\x21\x23-\x5b\x5d-\x7e]*'
+_QUEUES = rb"0|[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]"  # 0..65535
+_ENTRY = re.compile(
+    rb'"([%|a-zA-Z0-9_-]{1,' + str(MAX_NAME).encode() + rb'})":\{"attributes":\{(?:"' + _STR + rb'":"' + _STR
+    + rb'"(?:,"' + _STR + rb'":"' + _STR + rb'")*)?\},"order":(?:true|false),"perm":([0-9]|1[0-5]),'
+    + rb'"readQueueNums":(' + _QUEUES + rb'),"topicFilterType":"(?:SINGLE|MULTI)_TAG","topicName":"' + _STR
+    + rb'","topicSysFlag":(0|[1-9][0-9]{0,8}),"writeQueueNums":(' + _QUEUES + rb')\}([,}])')
+_TABLE_KEY = b'"topicConfigTable":{'
+_PLACE = b"0"  # what stands in for the table in the rest of the body, which orjson reads
+
+
+def _stock_text(raw: bytes) -> tuple[Any, TopicTable] | None:
+    """The body's topicConfigTable read as text, entry by entry with one regex split (about half of orjson's
+    objects and the column checks: a changed 100-topic registration's decoding 74 -> 40 µs here), and the rest of
+    the body with the table replaced by 0, parsed by orjson; or None when that cannot vouch for the body: an entry
+    of another shape, a gap between entries, a name twice, a table that is not the wrapper's (its place must read
+    0), a body that is not JSON. Then the column checks decide, so both answer alike (tests/remoting/
+    test_register_fast.py)."""
+    at = raw.find(_TABLE_KEY)
+    if at < 0:
+        return None
+    start = at + len(_TABLE_KEY)
+    parts = _ENTRY.split(raw[start:])  # [gap, name, perm, read, sys, write, sep, gap, name, ..., rest]
+    n = len(parts) // 7
+    if not n or any(parts[0:-1:7]):  # no entry, or text between entries
+        return None
+    seps = parts[6::7]
+    if seps[-1] != b"}" or seps.count(b"}") != 1:
+        return None
+    try:
+        top = orjson.loads(b"".join((raw[:start - 1], _PLACE, parts[-1])))
+    except orjson.JSONDecodeError:
+        return None
+    wrapper = top.get("topicConfigSerializeWrapper") if type(top) is dict else None
+    place = wrapper.get("topicConfigTable") if type(wrapper) is dict else None
+    if type(place) is not int or place != 0:  # the text read was not the table orjson would read
+        return None
+    joined = b"\n".join(parts[1::7]).decode()
+    names = joined.split("\n")
+    counts = list(zip(parts[3::7], parts[5::7], parts[2::7], parts[4::7], strict=True))
+    encoded = {combo: b",".join(combo).decode() for combo in set(counts)}
+    if len(encoded) == 1:
+        (enc,) = encoded.values()
+        encs = dict.fromkeys(names, enc)
+        table = TopicTable(encs=encs, groups=f"{enc}\t{joined.replace(chr(10), chr(9))}\n")
+    else:
+        encs = dict(zip(names, map(encoded.__getitem__, counts), strict=True))
+        table = TopicTable(encs=encs)
+    if len(encs) != n:  # a name twice: JSON keeps the last, the groups would name it twice
+        return None
+    return top, table
+
+
 def plain_registration(header: dict[str, Any], compressed: bool, version: int, raw: bytes) -> RegisterBroker | None:
     """REGISTER_BROKER of a plain body in one pass, or None: decode it the general way (handlers.registration)."""
     if compressed or version < V3_0_11 or raw[:1] != b"{":
         return None
-    try:
-        top = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None  # fastjson's bare keys, or not JSON: the general path says which
-    if type(top) is not dict:
-        return None
+    text = _stock_text(raw)
+    if text is not None:
+        top, compact = text
+    else:
+        try:
+            top = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None  # fastjson's bare keys, or not JSON: the general path says which
+        if type(top) is not dict:
+            return None
     filters = top.get("filterServerList", [])
     wrapper = top.get("topicConfigSerializeWrapper")
     if (filters is not None and (type(filters) is not list or not all(type(f) is str for f in filters))) \
             or type(wrapper) is not dict:
         return None
-    table = wrapper.get("topicConfigTable")
     mapping = wrapper.get("topicQueueMappingInfoMap")
-    if type(table) is not dict or (mapping is not None and type(mapping) is not dict):
+    if mapping is not None and type(mapping) is not dict:
         return None
-    compact = topic_table(table)
-    if compact is None:
-        return None
+    if text is None:
+        table = wrapper.get("topicConfigTable")
+        if type(table) is not dict:
+            return None
+        compact = topic_table(table)
+        if compact is None:
+            return None
     try:
         dv = _data_version(wrapper.get("dataVersion"), "topicConfigSerializeWrapper.dataVersion")
     except BodyError:

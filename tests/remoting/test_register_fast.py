@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from service.errors import InvalidArgument
 from service.models import RegisterBroker
 from service.remoting.bodies import BodyError, decode_register_broker_body
-from service.remoting.register_fast import plain_registration
+from service.remoting.register_fast import _stock_text, plain_registration
 
 HEADER = {"clusterName": "C1", "brokerName": "b1", "brokerId": 0, "brokerAddr": "10.0.0.1:10911",
           "haServerAddr": "10.0.0.1:10912", "zoneName": None, "enableActingMaster": False,
@@ -69,12 +69,16 @@ def general(raw: bytes, version: int) -> RegisterBroker:
 @given(table=tables(), filters=st.sampled_from([[], ["10.0.0.9:1"], None, [1], "x"]),
        dv=st.sampled_from([{"counter": 2, "timestamp": 5}, None, {"counter": "2"}, 7]),
        mapping=st.sampled_from([None, {}, {"t": {}}, []]),
-       version=st.sampled_from([493, 413, 37]))
-def test_the_one_pass_answers_what_the_general_path_answers(table, filters, dv, mapping, version):
+       version=st.sampled_from([493, 413, 37]), fastjson_order=st.booleans())
+def test_the_one_pass_answers_what_the_general_path_answers(table, filters, dv, mapping, version, fastjson_order):
     wrapper = {"topicConfigTable": table, "dataVersion": dv}
     if mapping is not None:
         wrapper["topicQueueMappingInfoMap"] = mapping
-    raw = orjson.dumps({"filterServerList": filters, "topicConfigSerializeWrapper": wrapper})
+    # keys in alphabetical order, as stock brokers' fastjson writes them: the table may be read as text
+    raw = orjson.dumps({"filterServerList": filters, "topicConfigSerializeWrapper": wrapper},
+                       option=orjson.OPT_SORT_KEYS if fastjson_order else 0)
+    if _stock_text(raw) is not None:
+        event("the table read as text")
     fast = plain_registration(HEADER, False, version, raw)
     try:
         slow = general(raw, version)
@@ -114,3 +118,74 @@ def test_stock_shaped_tables_take_the_column_checks_and_others_the_entry_loop():
     missing = {"T": stock, "U": {k: v for k, v in stock.items() if k != "perm"}}
     assert _stock_shaped(missing) is None and _each_entry(missing).lines == "T\t8,4,6,0\nU\t8,4,6,0\n"
     assert _stock_shaped({"T": {**stock, "perm": True}}) is None is _each_entry({"T": {**stock, "perm": True}})
+
+
+STOCK_ENTRY = ('"T":{"attributes":{},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG",'
+               '"topicName":"T","topicSysFlag":0,"writeQueueNums":8}')
+
+
+def _body(table: str, before: str = "", after: str = "") -> bytes:
+    return ('{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1%s},'
+            '"topicConfigTable":{%s}%s}}' % (before, table, after)).encode()
+
+
+@pytest.mark.parametrize("raw", [
+    _body(STOCK_ENTRY + "," + STOCK_ENTRY),  # a name twice (JSON keeps the last)
+    _body(STOCK_ENTRY + ", " + STOCK_ENTRY.replace('"T"', '"U"')),  # text between entries
+    _body(STOCK_ENTRY, before=',"topicConfigTable":{' + STOCK_ENTRY.replace('"T"', '"U"') + "}"),  # a decoy first
+    _body(STOCK_ENTRY.replace("8,", "8.0,", 1)),  # not an integer as text
+    _body(STOCK_ENTRY.replace('"topicName":"T"', '"topicName":"\\u0054"')),  # an escape
+    _body(STOCK_ENTRY[:-1] + ',"x":1}'),  # a field of its own
+    _body(STOCK_ENTRY.replace('"perm":6', '"perm":16')),  # out of range
+])
+def test_what_the_text_reading_cannot_vouch_for_goes_to_orjson(raw):
+    """Bodies the regex split does not read as the table orjson would: it declines, the column checks decide."""
+    assert _stock_text(raw) is None
+    try:
+        slow = general(raw, 493)
+    except InvalidArgument:
+        assert plain_registration(HEADER, False, 493, raw) is None
+        return
+    fast = plain_registration(HEADER, False, 493, raw)
+    assert fast is None or fast == slow.compact()
+
+
+def test_a_stock_5x_body_is_read_as_text():
+    """Byte for byte what a stock 5.5.0 broker sent (its system topics, eight fields each, fastjson's order)."""
+    entries = [STOCK_ENTRY.replace('"T"', f'"{t}"').replace(":8,", f":{q},") for t, q in
+               (("RMQ_SYS_TRANS_HALF_TOPIC", 1), ("BenchmarkTest", 1024), ("rmq_sys_SYNC_BROKER_MEMBER_b", 1))]
+    raw = _body(",".join(entries), after=',"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}')
+    assert _stock_text(raw) is not None
+    assert plain_registration(HEADER, False, 493, raw) == general(raw, 493).compact()
+
+
+ascii_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=4)
+stock_fields = st.fixed_dictionaries({
+    "readQueueNums": st.sampled_from([0, 1, 8, 65_535, 65_536]), "writeQueueNums": st.sampled_from([0, 16, 9999]),
+    "perm": st.sampled_from([0, 6, 15, 16]), "topicSysFlag": st.sampled_from([0, 3, 999_999_999, 2**31 - 1]),
+    "topicName": ascii_text, "topicFilterType": st.sampled_from(["SINGLE_TAG", "MULTI_TAG"]),
+    "order": st.booleans(), "attributes": st.dictionaries(ascii_text, ascii_text, max_size=2)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(table=st.dictionaries(st.from_regex(r"[A-Za-z0-9_%|-]{1,5}", fullmatch=True), stock_fields, min_size=1,
+                             max_size=5),
+       after=st.sampled_from(["", ',"topicQueueMappingInfoMap":{}', ',"topicQueueMappingInfoMap":[]']))
+def test_stock_shaped_bodies_read_as_text_answer_what_the_general_path_answers(table, after):
+    """Bodies as stock brokers write them, near every bound the text reading encodes (queue counts, perm, the
+    system flag, strings it takes as they are and those with escapes it leaves to orjson)."""
+    raw = orjson.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 1}, "topicConfigTable": table}}, option=orjson.OPT_SORT_KEYS)
+    raw = raw[:-2] + after.encode() + b"}}"
+    text = _stock_text(raw)
+    event("read as text" if text is not None else "left to orjson")
+    fast = plain_registration(HEADER, False, 493, raw)
+    try:
+        slow = general(raw, 493)
+    except InvalidArgument:
+        assert fast is None
+        return
+    if text is not None:
+        assert fast is not None
+    if fast is not None:
+        assert fast == slow.compact()
