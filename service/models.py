@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from service.config import DEFAULT_BROKER_TIMEOUT_MS
@@ -437,14 +438,15 @@ class TopicTable:
     grouped by queue data (`groups`), which a whole registration hands to Lua. Each is built from another when
     first asked for. What crosses a process boundary after a large body was parsed elsewhere is the lines only."""
 
-    __slots__ = ("_encs", "_lines", "_groups", "count")
+    __slots__ = ("_encs", "_lines", "_groups", "count", "single")
 
     def __init__(self, lines: str | None = None, count: int = 0, encs: dict[str, str] | None = None,
-                 groups: str | None = None) -> None:
+                 groups: str | None = None, single: str | None = None) -> None:
         self._lines = lines
         self._encs = encs
         self._groups = groups
         self.count = len(encs) if encs is not None else count
+        self.single = single  # the queue data of every topic, when a decoder found them all alike
 
     @classmethod
     def of(cls, topics: dict[str, TopicConfig]) -> TopicTable:
@@ -496,7 +498,7 @@ class TopicTable:
 
     def __setstate__(self, state: tuple[str, int]) -> None:
         self._lines, self.count = state
-        self._encs = self._groups = None
+        self._encs = self._groups = self.single = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,20 +515,29 @@ class TopicDelta:
     size: int  # topics it carries
 
     @classmethod
-    def between(cls, base: str, old: dict[str, str], new: dict[str, str]) -> TopicDelta:
-        differ = new.items() - old.items()  # (name, enc) added or changed: one C-level pass
-        changed: dict[str, list[str]] = {}
+    def between(cls, base: str, old: dict[str, str], new: TopicTable) -> TopicDelta:
+        table = new.encs
+        differ = table.items() - old.items()  # (name, enc) added or changed: one C-level pass
+        added_names = table.keys() - old.keys() if len(table) != len(old) or differ else ()
+        gone = old.keys() - table.keys() if len(old) + len(added_names) != len(table) else ()
+        single = new.single
+        if single is not None:  # one queue data for every topic (the usual table): C-level passes only
+            names = list(map(itemgetter(0), differ))
+            changed = [n for n in names if n not in added_names] if added_names else names
+            return cls(base, f"{single}\t{chr(9).join(changed)}\n" if changed else "",
+                       "".join(t + "\n" for t in gone),
+                       f"{single}\t{chr(9).join(added_names)}\n" if added_names else "", len(differ) + len(gone))
+        changed_groups: dict[str, list[str]] = {}
         added: dict[str, list[str]] = {}
         for name, enc in differ:
-            into = changed if name in old else added
+            into = added if name in added_names else changed_groups
             group = into.get(enc)
             if group is None:
                 into[enc] = [name]
             else:
                 group.append(name)
-        n_added = sum(map(len, added.values()))
-        gone = old.keys() - new.keys() if len(old) + n_added != len(new) else ()
-        return cls(base, _grouped(changed), "".join(t + "\n" for t in gone), _grouped(added), len(differ) + len(gone))
+        return cls(base, _grouped(changed_groups), "".join(t + "\n" for t in gone), _grouped(added),
+                   len(differ) + len(gone))
 
 
 def _grouped(groups: dict[str, list[str]]) -> str:
@@ -550,14 +561,17 @@ class RegisterBroker:
     table: TopicTable | None = None  # the topics in compact form instead of `topics` (see compact())
 
     @classmethod
-    def parse(cls, body: Any) -> RegisterBroker:
+    def parse(cls, body: Any, table: TopicTable | None = None) -> RegisterBroker:
+        """`table`: the topics already checked and compacted (a door's one-pass decoding), instead of the body's."""
         d = obj(body, "body")
-        table = d.get("topicConfigTable", {})
+        topics = {}
         if table is None:
-            table = {}
-        table = obj(table, "topicConfigTable")
-        topics = {topic_name(t, "topicConfigTable key"): TopicConfig.parse(v, f"topicConfigTable.{t}")
-                  for t, v in table.items()}
+            raw = d.get("topicConfigTable", {})
+            if raw is None:
+                raw = {}
+            raw = obj(raw, "topicConfigTable")
+            topics = {topic_name(t, "topicConfigTable key"): TopicConfig.parse(v, f"topicConfigTable.{t}")
+                      for t, v in raw.items()}
         fsl = d.get("filterServerList")
         if fsl is not None:
             if not isinstance(fsl, list):
@@ -579,6 +593,7 @@ class RegisterBroker:
             heartbeat_timeout_ms=integer(timeout, "heartbeatTimeoutMillis", 1000, 86_400_000)
             if timeout is not None else None,
             filter_server_list=fsl,
+            table=table,
         )
 
     @property

@@ -182,6 +182,7 @@ class NameServer:
                                  max_bytes=settings.route_cache_max_bytes,
                                  max_missing=settings.route_cache_max_absent)
         self.unchanged = UnchangedAnswers()  # unchanged registrations this worker may answer from memory
+        self._registered = {r: self.metrics.registrations.labels(result=r) for r in ("ok", "fenced", "unchanged")}
         self.bases = RegistrationBases()  # the last table sent per broker: what a changed one is a delta of
         self.routes.state_listeners.append(self.unchanged.invalidate)
         self._parsers: ProcessPoolExecutor | None = None  # large registration bodies are parsed there
@@ -308,7 +309,7 @@ class NameServer:
                 if res is not None:
                     if res.who is not None and not who.cluster_bound:
                         self.unchanged.put(epoch, digest, connection, Answer(*res.who, res))
-                    self.metrics.registrations.labels(result="unchanged").inc()
+                    self._registered["unchanged"].inc()
                     return res
             req = await self._parse_registration(decode, bytes(body), decode_cost)
         else:
@@ -323,7 +324,7 @@ class NameServer:
             table = req.table.encs
             base = self.bases.get(key)
             if base is not None and base[0] != digest:
-                delta = TopicDelta.between(base[0], base[1], table)
+                delta = TopicDelta.between(base[0], base[1], req.table)
             self.bases.sent(key, digest, table)
         res = await self.store.register_broker(
             req, default_timeout_ms=s.broker_timeout_ms,
@@ -336,7 +337,7 @@ class NameServer:
                 self.bases.applied += 1
             else:
                 self.bases.refused += 1
-        self.metrics.registrations.labels(result="fenced" if res.fenced else "ok").inc()
+        self._registered["fenced" if res.fenced else "ok"].inc()
         return res
 
     def _unchanged_from_memory(self, who: Principal, digest: str, connection: str) -> RegisterBrokerResult | None:
@@ -350,7 +351,7 @@ class NameServer:
             return None
         self.access.require(who, Role.BROKER, answer.cluster)
         self.liveness.record(answer.cluster, answer.broker_addr)
-        self.metrics.registrations.labels(result="unchanged").inc()
+        self._registered["unchanged"].inc()
         return answer.result
 
     async def _register_unchanged(self, who: Principal, digest: str, single_topic_guard: bool,

@@ -12,7 +12,6 @@ tests/remoting/test_register_fast.py checks both give the same result on generat
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -71,7 +70,8 @@ def _stock_shaped(table: dict) -> TopicTable | None:
         return None
     if len(encoded) == 1:  # every topic with the same queue data: one group
         (enc,) = encoded.values()
-        return TopicTable(encs=dict.fromkeys(names, enc), groups=f"{enc}\t{joined[:-1].replace(chr(10), chr(9))}\n")
+        return TopicTable(encs=dict.fromkeys(names, enc), groups=f"{enc}\t{joined[:-1].replace(chr(10), chr(9))}\n",
+                          single=enc)
     return TopicTable(encs=dict(zip(names, map(encoded.__getitem__, counts), strict=True)))
 
 
@@ -154,7 +154,7 @@ def _stock_text(raw: bytes) -> tuple[Any, TopicTable] | None:
     if len(encoded) == 1:
         (enc,) = encoded.values()
         encs = dict.fromkeys(names, enc)
-        table = TopicTable(encs=encs, groups=f"{enc}\t{joined.replace(chr(10), chr(9))}\n")
+        table = TopicTable(encs=encs, groups=f"{enc}\t{joined.replace(chr(10), chr(9))}\n", single=enc)
     else:
         encs = dict(zip(names, map(encoded.__getitem__, counts), strict=True))
         table = TopicTable(encs=encs)
@@ -196,5 +196,4 @@ def plain_registration(header: dict[str, Any], compressed: bool, version: int, r
         dv = _data_version(wrapper.get("dataVersion"), "topicConfigSerializeWrapper.dataVersion")
     except BodyError:
         return None
-    req = RegisterBroker.parse({**header, "dataVersion": dv, "topicConfigTable": {}, "filterServerList": filters})
-    return replace(req, table=compact)
+    return RegisterBroker.parse({**header, "dataVersion": dv, "filterServerList": filters}, table=compact)

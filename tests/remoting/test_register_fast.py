@@ -125,8 +125,8 @@ STOCK_ENTRY = ('"T":{"attributes":{},"order":false,"perm":6,"readQueueNums":8,"t
 
 
 def _body(table: str, before: str = "", after: str = "") -> bytes:
-    return ('{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1%s},'
-            '"topicConfigTable":{%s}%s}}' % (before, table, after)).encode()
+    return ('{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1' + before
+            + '},"topicConfigTable":{' + table + "}" + after + "}}").encode()
 
 
 @pytest.mark.parametrize("raw", [
