@@ -295,7 +295,9 @@ class ClientRun:
     proc: JavaProc
 
     def lines(self, tag: str) -> list[list[str]]:
-        return [ln.split(" ") for ln in self.proc.output().splitlines() if ln.startswith(tag + " ")]
+        """The complete lines with this tag (a line the program is still writing is left for the next read)."""
+        text = self.proc.output()
+        return [ln.split(" ") for ln in text[:text.rfind("\n") + 1].splitlines() if ln.startswith(tag + " ")]
 
     def done(self) -> bool:
         return any(ln.startswith("DONE ") for ln in self.proc.output().splitlines())

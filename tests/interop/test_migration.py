@@ -144,6 +144,14 @@ def point_brokers(clients: rmq.Clients, b5: rmq.Broker, b4: rmq.Broker, addrs: s
         restarted.result()
 
 
+def on_both(apache: rmq.ApacheNameServer, ours: OurNameServer, *brokers: rmq.Broker) -> None:
+    """Every broker registered with both NameServers: `compare` is clean too while a restarting broker is missing
+    from both, so a stage is compared only once each broker is back."""
+    rmq.wait_until(lambda: registered_with(apache_cluster_info(apache), *brokers), 90,
+                   f"the brokers registered with {apache.addr}")
+    rmq.wait_until(lambda: registered_with(ours.cluster_info(), *brokers), 90, "the brokers registered with ours")
+
+
 def registered_with(info: dict, *brokers: rmq.Broker) -> bool:
     return all(registered(info, b) for b in brokers)
 
@@ -274,6 +282,7 @@ def test_from_apaches_nameserver_to_ours_and_back(interop_jars, go_client, inter
         # 2. ours added beside Apache's: 5.5.0 at runtime, 4.9.7 by a rolling restart
         point_brokers(clients, b5, b4, f"{apache.addr};{ours.addrs}", via=apache.addr)
         step("brokers given both NameServers (5.5.0: updateBrokerConfig; 4.9.7: restarted)")
+        on_both(apache, ours, b5, b4)
         compare_clean(http, apache, timeout=90)
         assert ordered(b5, b4)
         step("compare clean; ordered topic still ordered on both brokers")
@@ -311,6 +320,7 @@ def test_from_apaches_nameserver_to_ours_and_back(interop_jars, go_client, inter
         assert r.returncode == 5 and diffs and not [d for d in diffs if d["kind"] == "kv"], r.stdout  # KV equal
         step("Apache's NameServer started from kv export's file: the same KV")
         point_brokers(clients, b5, b4, f"{apache2.addr};{ours.addrs}", via=ours.addr())
+        on_both(apache2, ours, b5, b4)
         compare_clean(f"rmq://{ours.addr(1)}", apache2, timeout=90)
         step("rollback: brokers on both again, compare clean")
         phases.append(Traffic(clients, apache2.addr, "C"))
