@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import sys
 import threading
@@ -287,11 +288,40 @@ class Slowlog:
 
     def read(self) -> dict:
         slow = self.admin.slowlog_get(10_000) if self.admin is not None else []
-        longest = max(slow, key=lambda e: e["duration"]) if slow else None
-        return {"redis_longest_ms": longest["duration"] / 1000 if longest else 0.0,
-                "redis_longest_command": (longest["command"].decode(errors="replace")[:60] if longest else ""),
+        top = sorted(slow, key=lambda e: -e["duration"])[:5]
+        return {"redis_longest_ms": top[0]["duration"] / 1000 if top else 0.0,
+                "redis_longest_command": (top[0]["command"].decode(errors="replace")[:60] if top else ""),
+                "redis_longest": [{"ms": round(e["duration"] / 1000, 2), "command": command_name(e["command"])}
+                                  for e in top],
                 "redis_commands_over_20ms": sum(1 for e in slow if e["duration"] > 20_000),
                 "redis_commands_over_1ms": len(slow)}
+
+
+def command_name(command: bytes) -> str:
+    """A SLOWLOG entry's command, an EVALSHA named by its script (the SHA says nothing to a reader)."""
+    words = command.decode(errors="replace").split(" ")
+    if words[0].upper() == "EVALSHA" and len(words) > 1:
+        return f"EVALSHA {SCRIPTS.get(words[1], words[1][:12])}"
+    return " ".join(words[:2])[:60]
+
+
+def _script_names() -> dict[str, str]:
+    import hashlib
+
+    from service.store.scripts import load_all
+
+    return {hashlib.sha1(s.source.encode()).hexdigest(): name for name, s in load_all().items()}
+
+
+SCRIPTS = _script_names()
+
+
+def burn(until: float) -> None:
+    """A process that keeps one core busy until `until` (time.time()): the bench's "slow machine"."""
+    x = 0
+    while time.time() < until:
+        for _ in range(100_000):
+            x += 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                         "the baseline)")
     p.add_argument("--embedded", action="store_true",
                    help="one worker in embedded mode (no Redis: fakeredis on the worker's own event loop)")
+    p.add_argument("--busy", type=int, default=0, help="processes spinning on a core each for the whole run (a "
+                   "slower, loaded machine: the steps sized by time shrink)")
     p.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test (2 000 topics)")
     p.add_argument("--out", default=str(ROOT / "results"))
     args = p.parse_args(argv)
@@ -320,8 +352,17 @@ def main(argv: list[str] | None = None) -> int:
     server = None if args.embedded else RedisServer().start()
     procs: list = []
     broker = None
+    burners = []
+    if args.busy:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        burners = [ctx.Process(target=burn, args=(time.time() + 3600,), daemon=True) for _ in range(args.busy)]
+        for b in burners:
+            b.start()
     phases: dict[str, dict] = {}
     lags: dict[str, list] = {}
+    load_seen: list[float] = []  # the 1-minute load average as each phase began
     try:
         if server is not None:
             asyncio.run(seed(server.url, 1000))
@@ -346,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         duration = args.duration or max(4, int(one * args.registrations * 1.5) + 2)
 
         def phase(name: str, during: Any = None, seconds: float = duration) -> None:
+            load_seen.append(round(os.getloadavg()[0], 2))
             before = [lag(u) for u in urls]
             slowlog.reset()
             phases[name] = {"reads": read_run(targets, args.topics, args.rate, seconds, during), **slowlog.read()}
@@ -376,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
             if not all(removals.values()):
                 raise RuntimeError(f"the big broker was not removed in every phase: {removals}")
     finally:
+        for b in burners:
+            b.terminate()
+            b.join(10)
         if broker is not None:
             broker.stop()
         for proc in procs:
@@ -387,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
            "topics": args.topics, "registrations": args.registrations, "workers": args.workers, "rate": args.rate,
            "embedded": args.embedded, "door": args.door, "body": args.body if args.door == "native" else "json",
            "chunk_topics": args.chunk_topics or "default", "duration_s": duration, "registration_s": took,
+           "busy": args.busy, "load_average": load_seen,
            "body_bytes": len(broker.frames[(0, None)][1]),
            # per phase: the longest Redis command, and per worker and door its reads
            "phases": {name: {**{k: v for k, v in ph.items() if k != "reads"},
@@ -417,10 +463,19 @@ def main(argv: list[str] | None = None) -> int:
         "| Redis > 20 ms |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
+        "",
+        f"Load average (1 min) as each phase began: {', '.join(map(str, load_seen))}"
+        f"{f'; {args.busy} processes spinning on a core each' if args.busy else ''}. The longest Redis commands "
+        "of each phase:",
+        "",
+        *(f"- {name}: " + ", ".join(f"{c['command']} {c['ms']} ms" for c in ph.get("redis_longest", []))
+          for name, ph in res["phases"].items()),
     ]) + "\n"
     name = "stall-embedded" if args.embedded else "stall"
     if args.door == "native" and args.body != "plain":
         name += "-" + args.body
+    if args.busy:
+        name += "-busy"
     write_results(Path(args.out), name, res, table, args.tiny)
     return 0
 

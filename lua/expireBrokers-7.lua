@@ -20,8 +20,9 @@
     6 grace ms ("" = 0): an entry expires only this long after its deadline (workers write the heartbeats they
       acknowledged in batches, touchLive-2, at most this late)
   Returns:
-    {more 0/1, {member, brokerName, ...}, {sweepId, ...}}  more = 1 when the batch or the budget ran out (call
-    again); the sweeps queued for brokers past the bound
+    {more 0/1, {member, brokerName, ...}, {sweepId, ...}, spent, elapsed}  more = 1 when the batch or the budget
+    ran out (call again); the sweeps queued for brokers past the bound; the topics (and entries) it spent of the
+    budget and its Redis time in µs (the worker sizes the next budget by them)
   Side effects:
     Each due entry is re-checked against its live score (a broker that heartbeated a moment ago is
     kept and its deadline repaired, RocketMQ #11043); an expired one is unregistered as unregisterBroker
@@ -33,6 +34,7 @@ local K = { topics = KEYS[1], brokers = KEYS[2], clusters = KEYS[3], live = KEYS
 local base = key_base(KEYS[1])
 --- @include "includes/brokers"
 
+local started = rcall("TIME")
 local batch = tonumber(ARGV[1])
 local now = now_ms(ARGV[2])
 local budget = tonumber(ARGV[3])
@@ -76,4 +78,4 @@ for i, member in ipairs(due) do
 end
 changes_publish(base, K.ver, ch)
 if #due == batch then more = 1 end
-return { more, out, sweeps }
+return { more, out, sweeps, spent, elapsed_us(started) }

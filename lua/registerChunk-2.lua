@@ -14,7 +14,7 @@
       removes the broker's topics that are not among them once every chunk is in)
     7 topics: "name\tread,write,perm,sysFlag\n" repeated
   Returns:
-    {1, changedTopics}
+    {1, changedTopics, elapsed µs of Redis time}
     {0}  fenced: another registration of this broker began or ended since, or the address left it (unregister,
          expiry, connection drop); nothing written but the removal of its own staged names
   Side effects:
@@ -26,6 +26,7 @@ local rcall = redis.call
 local K = { topics = KEYS[1], ver = KEYS[2] }
 local base = key_base(KEYS[1])
 
+local started = rcall("TIME")
 local name, member, regid = ARGV[1], ARGV[2], ARGV[3]
 local check_each, wipe_write, stage = ARGV[4] == "1", ARGV[5] == "1", ARGV[6] == "1"
 if regid == "" or rcall("HGET", base .. "b:" .. name, "rg") ~= regid
@@ -43,4 +44,4 @@ end
 local ch = changes_new()
 local changed = write_queue_datas(base, K.topics, name, names, encs, check_each, wipe_write, ch)
 changes_publish(base, K.ver, ch)
-return { 1, changed }
+return { 1, changed, elapsed_us(started) }

@@ -15,9 +15,9 @@
     7 publish "1": name every topic of the broker in the change event
     8 digest of the registration ("" = none)
     9 walk "1": walk the topics (delete or publish); "0": record only
-  Returns:
-    {1, nextCursor, changedTopics}  walk on: call again with the cursor
-    {2, changedTopics}              done (recorded, when an id was given)
+  Returns: (walked: the topics this step looked at; elapsed: its Redis time in µs)
+    {1, nextCursor, changedTopics, walked, elapsed}  walk on: call again with the cursor
+    {2, changedTopics, walked, elapsed}              done (recorded, when an id was given)
     {0}                             fenced: another registration of this broker began or ended since, or the
                                     address left it; nothing written but the removal of its own staged names
   Side effects:
@@ -29,6 +29,7 @@ local rcall = redis.call
 local K = { topics = KEYS[1], ver = KEYS[2] }
 local base = key_base(KEYS[1])
 
+local started = rcall("TIME")
 local name, member, regid = ARGV[1], ARGV[2], ARGV[3]
 local delete, publish, digest, walk = ARGV[6] == "1", ARGV[7] == "1", ARGV[8], ARGV[9] == "1"
 local kb, kl, kbt = base .. "b:" .. name, base .. "l:" .. member, base .. "bt:" .. name
@@ -37,11 +38,12 @@ if regid ~= "" and (rcall("HGET", kb, "rg") ~= regid or rcall("HGET", kl, "rg") 
   return { 0 }
 end
 
-local changed = 0
+local changed, walked = 0, 0
 if walk then
   local krs = base .. "rs:" .. regid
   local ch = changes_new()
   local res = rcall("SSCAN", kbt, ARGV[4], "COUNT", tonumber(ARGV[5]))
+  walked = #res[2]
   for _, t in ipairs(res[2]) do
     if delete and regid ~= "" and rcall("SISMEMBER", krs, t) == 0 then
       drop_queue_data(base, K.topics, name, t, ch)
@@ -51,9 +53,9 @@ if walk then
     end
   end
   changes_publish(base, K.ver, ch)
-  if res[1] ~= "0" then return { 1, res[1], changed } end
+  if res[1] ~= "0" then return { 1, res[1], changed, walked, elapsed_us(started) } end
 end
-if regid == "" then return { 2, changed } end
+if regid == "" then return { 2, changed, walked, elapsed_us(started) } end
 
 rcall("UNLINK", base .. "rs:" .. regid)  -- freed in the background: it may hold 100 000 names
 rcall("HDEL", kb, "rg")
@@ -66,4 +68,4 @@ if digest ~= "" and generation and generation == (rcall("HGET", base .. "tg", na
   rcall("HSET", kl, "rd", digest, "tk", f[1])
   rcall("SET", base .. "rd:" .. digest, member, "PX", 2 * math.max(tonumber(f[2]) or 0, 60000))
 end
-return { 2, changed }
+return { 2, changed, walked, elapsed_us(started) }

@@ -10,8 +10,9 @@
     1 sweep id ("" = none: only list the sweeps under way)
     2 topics per step (SPOP count / SSCAN COUNT)
   Returns:
-    {more 0/1, {id, ...}}  more = 1 while this sweep has steps left; the ids of every sweep under way (a worker
-                           that died mid-sweep leaves its sweep for the scheduler's next tick)
+    {more 0/1, {id, ...}, done, elapsed}  more = 1 while this sweep has steps left; the ids of every sweep under
+                           way (a worker that died mid-sweep leaves its sweep for the scheduler's next tick); the
+                           topics this step handled and its Redis time in µs
   Kinds:
     r  the broker is gone and its reverse index was renamed to {P}:sw:<id>: pop `count` topics, delete the broker's
        queue data of each unless the topic is in bt:<brokerName> again (the broker registered again since and
@@ -28,6 +29,7 @@ local rcall = redis.call
 local K = { topics = KEYS[1], ver = KEYS[2], sweeps = KEYS[3] }
 local base = key_base(KEYS[1])
 
+local started = rcall("TIME")
 local id, count = ARGV[1], tonumber(ARGV[2])
 local function under_way()
   local ids = {}
@@ -38,14 +40,17 @@ local function under_way()
 end
 
 local job = id ~= "" and rcall("HGET", K.sweeps, id)
-if not job then return { 0, under_way() } end
+if not job then return { 0, under_way(), 0, elapsed_us(started) } end
 local kind, name, wipe, cursor = string.match(job, "^(%a)\t([^\t]*)\t(%d)\t(%d+)$")
 local kbt = base .. "bt:" .. name
 local ch = changes_new()
 local more
+local done = 0
 if kind == "r" then
   local ksw = base .. "sw:" .. id
-  for _, t in ipairs(rcall("SPOP", ksw, count)) do
+  local popped = rcall("SPOP", ksw, count)
+  done = #popped
+  for _, t in ipairs(popped) do
     if rcall("SISMEMBER", kbt, t) == 0 then
       local kt = base .. "t:" .. t
       rcall("HDEL", kt, name)
@@ -56,6 +61,7 @@ if kind == "r" then
   more = rcall("EXISTS", ksw) == 1
 else
   local res = rcall("SSCAN", kbt, cursor, "COUNT", count)
+  done = #res[2]
   local wiping = wipe == "1" and rcall("HGET", base .. "b:" .. name, "enableActingMaster") == "1"
     and rcall("HEXISTS", base .. "ba:" .. name, "0") == 0
   local wiped = false
@@ -74,4 +80,4 @@ if not more then
   if rcall("HLEN", K.sweeps) == 1 then rcall("DEL", K.sweeps) end
 end
 changes_publish(base, K.ver, ch)
-return { more and 1 or 0, under_way() }
+return { more and 1 or 0, under_way(), done, elapsed_us(started) }

@@ -30,9 +30,9 @@ def _setting(default: Any, help: str, *, minimum: float | None = None, maximum: 
                                             "choices": choices, "secret": secret, "runtime": runtime})
 
 
-# Topics per step of a large registration when registration_chunk_topics is 0 (service/store/chunked.py): 3–7 ms
-# of Redis time per step of new topics on the machine of benchmarks/README.md (python -m benchmarks.chunk_steps);
-# fakeredis runs Lua some 30x slower, on the event loop itself.
+# Topics per step of a large registration when registration_chunk_topics is 0 (service/store/chunked.py): with
+# Redis the first step's size, then each step sized by what the last ones cost there (service/store/steps.py);
+# fakeredis runs Lua some 30x slower, on the event loop itself, and keeps this fixed size.
 REDIS_CHUNK_TOPICS = 1000
 EMBEDDED_CHUNK_TOPICS = 200
 
@@ -123,8 +123,9 @@ class Settings:
                                               "under way at once; more wait their turn, first come first served, "
                                               "their deadline starting with it", minimum=1, maximum=256)
     registration_chunk_topics: int = _setting(0, "a registration with more topics than this is applied in steps "
-                                                 "of this many, so no Redis call lasts long (0 = 1 000 with "
-                                                 "Redis, 200 embedded)", minimum=0, maximum=1_000_000)
+                                                 "of this many, so no Redis call lasts long (0 = with Redis, "
+                                                 "steps sized by what they cost there, about 5 ms each, from "
+                                                 "1 000 topics; 200 embedded)", minimum=0, maximum=1_000_000)
     redis_sentinels: str = _setting("", "Sentinel mode: host:port,host:port of the sentinels (instead of "
                                         "redis_url)")
     redis_master_name: str = _setting("mymaster", "Sentinel mode: the service name the sentinels monitor")
@@ -281,8 +282,9 @@ class Settings:
 
     @property
     def chunk_topics(self) -> int:
-        """registration_chunk_topics in force: 0 stands for the store's own step, 1 000 topics with Redis and 200
-        embedded (where every step holds the one event loop that also answers reads)."""
+        """registration_chunk_topics in force: 0 stands for the store's own step, 1 000 topics with Redis (the
+        first step's size: then sized by time) and 200 embedded (where every step holds the one event loop that
+        also answers reads)."""
         return self.registration_chunk_topics or (EMBEDDED_CHUNK_TOPICS if self.embedded else REDIS_CHUNK_TOPICS)
 
     def masked(self) -> dict[str, Any]:

@@ -14,6 +14,13 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Microseconds of Redis time since `t0` (a TIME reply): what a step script reports of its own cost, so the worker
+-- sizes the next step by it (service/store/steps.py).
+local function elapsed_us(t0)
+  local t = rcall("TIME")
+  return (tonumber(t[1]) - tonumber(t0[1])) * 1000000 + tonumber(t[2]) - tonumber(t0[2])
+end
+
 -- QueueData as "read,write,perm,sysFlag".
 local function qd_encode(r, w, p, s)
   return r .. "," .. w .. "," .. p .. "," .. s

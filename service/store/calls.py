@@ -173,7 +173,8 @@ class StoreLimits:
     wait_replicas: int = 0
     wait_timeout_ms: int = 1000
     wait_registrations: bool = False
-    chunk_topics: int = 0  # registrations with more topics go in steps of this many (0 = always whole)
+    chunk_topics: int = 0  # registrations with more topics go in steps of this many (0 = always whole) ...
+    adaptive_steps: bool = False  # ... or in steps sized by what they cost on this Redis, from this many (steps.py)
     # Bulk calls (registrations, removals, expiry) under way at once per worker (admission.py; setting
     # redis_bulk_concurrency): enough to keep Redis busy while the worker decodes the next registration, few enough
     # that a read behind them in Redis's queue waits a few ms.

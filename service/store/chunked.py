@@ -4,11 +4,13 @@ One Lua script per registration is atomic but costs Redis time in proportion to 
 100 000 topics held Redis (and so every worker's reads, heartbeats and other registrations) for 0.4–1.8 s. Past
 `StoreLimits.chunk_topics` topics a registration goes in steps instead, each one script call:
 
+Each step's size is set as it runs, by what the last steps of its kind cost on this Redis (steps.py).
+
 1. guardTopics (cross-cluster guard only), part by part, reads only: refused before anything is written;
 2. registerBroker in mode "2" (begin): every step of a registration but the topics — identity, fencing, liveness,
    the answer to the broker. A broker whose topics it applies (master, prime slave) gets a registration id in its
    BrokerData and live info and a new topic generation (no unchanged replay of older bytes from now on);
-3. registerChunk, `chunk_topics` topics a call: their queue data, as step 10 of a whole registration would write
+3. registerChunk, a step's worth of topics a call: their queue data, as step 10 of a whole registration would write
    them; refused (and the registration over) once the id is no longer the broker's — another registration of it
    began or ended, or the address left (unregister, expiry, connection drop) — so two registrations never mix;
 4. registerFinish: a bounded SSCAN walk of the broker's topics that deletes those not registered
@@ -26,15 +28,13 @@ next one rewrites every topic, as for a changed dataVersion.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from service.errors import from_script_code
 from service.models import RegisterBrokerResult
-
-# Topics per SSCAN step of registerFinish: a step that deletes costs about twice what a chunk of the same size does.
-FINISH_COUNT = 1000
+from service.store.steps import Steps
 
 
 class ScriptRunner(Protocol):
@@ -42,18 +42,21 @@ class ScriptRunner(Protocol):
 
     bulk_redis: Any
     limits: Any
+    steps: Steps
     _fixed: dict[str, list[str]]
 
     async def _run(self, name: str, keys: Any, *args: Any, client: Any = None, deadline: float | None = None,
                    wait: bool = False) -> Any: ...
 
 
-def split_lines(lines: str, per_chunk: int) -> Iterator[str]:
-    """`lines` ("...\\n" repeated) in parts of at most `per_chunk` lines, lazily (the caller awaits in between)."""
+def split_lines(lines: str, per_chunk: int | Callable[[], int]) -> Iterator[str]:
+    """`lines` ("...\\n" repeated) in parts of at most `per_chunk` lines (or as many as it answers as each part
+    begins), lazily (the caller awaits in between)."""
+    size = per_chunk if callable(per_chunk) else (lambda: per_chunk)
     start, n = 0, len(lines)
     while start < n:
         end = start
-        for _ in range(per_chunk):
+        for _ in range(size()):
             end = lines.find("\n", end) + 1
             if end == 0:
                 end = n
@@ -76,7 +79,7 @@ class ChunkedRegistration:
     broker_addr: str
     lines: str
     topic_count: int
-    chunk_topics: int
+    steps: Steps  # the store's sizers (or fixed ones: RouteStore.chunked_registration)
     delete_missing: bool
     guard_topics: list[str] | None
     digest: str
@@ -102,7 +105,7 @@ class ChunkedRegistration:
     async def begin(self) -> None:
         """Guard and begin: raises what a whole registration raises, with nothing written."""
         if self.guard_topics is not None:
-            parts = split_lines("".join(t + "\n" for t in self.guard_topics), self.chunk_topics)
+            parts = split_lines("".join(t + "\n" for t in self.guard_topics), self.steps.write.topics)
             for part in parts if self.guard_topics else [""]:
                 res = await self._call("guardTopics", self.cluster, self.broker_name, self.broker_addr, part)
                 if int(res[0]) < 0:
@@ -137,14 +140,17 @@ class ChunkedRegistration:
         return done
 
     async def _apply(self, check_each: bool, wipe: bool, broker_changed: bool):  # noqa: ANN202 (async generator)
-        for part in split_lines(self.lines, self.chunk_topics):
+        sizer = self.steps.write
+        for part in split_lines(self.lines, sizer.topics):
+            count = part.count("\n")
             res = await self._call("registerChunk", self.broker_name, self.member, self.regid, _flag(check_each),
-                                   _flag(wipe), _flag(self.delete_missing), part, topics=self.chunk_topics)
+                                   _flag(wipe), _flag(self.delete_missing), part, topics=count)
             if not int(res[0]):
                 self.fenced_midway = True
                 yield True
                 return
             self._changed += int(res[1])
+            sizer.took(count, int(res[2]))
             yield False
         async for done in self._finish(publish=broker_changed, regid=self.regid):
             yield done
@@ -155,16 +161,20 @@ class ChunkedRegistration:
         if not walk and regid == "":
             yield True
             return
+        sizer = self.steps.finish
         while True:
-            res = await self._call("registerFinish", self.broker_name, self.member, regid, cursor, FINISH_COUNT,
+            count = sizer.topics()
+            res = await self._call("registerFinish", self.broker_name, self.member, regid, cursor, count,
                                    _flag(self.delete_missing), _flag(publish), self.digest, _flag(walk),
-                                   topics=FINISH_COUNT)
+                                   topics=count)
             status = int(res[0])
             if status == 0:
                 self.fenced_midway = True
                 yield True
                 return
-            self._changed += int(res[-1])
+            changed, walked, elapsed = (int(x) for x in res[-3:])
+            self._changed += changed
+            sizer.took(walked, elapsed)
             if status == 2:
                 yield True
                 return
@@ -174,7 +184,7 @@ class ChunkedRegistration:
     async def _call(self, name: str, *args: Any, topics: int | None = None) -> Any:
         store = self.store
         return await store._run(name, store._fixed[name], *args, client=store.bulk_redis,
-                                deadline=store.limits.bulk(self.chunk_topics if topics is None else topics),
+                                deadline=store.limits.bulk(self.steps.write.topics() if topics is None else topics),
                                 wait=store.limits.wait_registrations)
 
 

@@ -127,6 +127,8 @@ def store_limits(settings: Settings) -> StoreLimits:
         wait_timeout_ms=settings.redis_wait_timeout_ms,
         wait_registrations=settings.redis_wait_registrations,
         chunk_topics=settings.chunk_topics,
+        # with Redis and no configured size, steps are sized by what they cost there (service/store/steps.py)
+        adaptive_steps=not settings.registration_chunk_topics and not settings.embedded,
         bulk_turns=settings.redis_bulk_concurrency,
     )
 

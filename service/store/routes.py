@@ -59,6 +59,7 @@ from service.store.events import ChangeEvents
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
 from service.store.outage import OUTAGE
 from service.store.scripts import LuaScript, call_loaded, load_all
+from service.store.steps import Steps
 
 log = logging.getLogger(__name__)
 TOPIC_LIST_MODES = ("all", "unit", "unitsub", "unitsub-ununit")
@@ -155,6 +156,8 @@ class RouteStore(ChangeEvents):
         self.master_name = master_name
         self._sub_cursor = random.randrange(1 << 16)
         self._shared = SharedParts()  # route reads' broker and queue data, one object per value
+        self._steps_of: StoreLimits | None = None
+        self._steps = Steps()
         self._scripts: dict[str, LuaScript] = load_all()
         self._lean: dict[int, bool] = {}  # id(client) -> whether its script calls take calls.evalsha
         self._shas: dict[str, str] = {}
@@ -327,17 +330,17 @@ class RouteStore(ChangeEvents):
         bytes again can be applied by register_unchanged; "" = unknown (the next one is a full one). `delta`:
         what its topic table changes against an earlier registration of the same broker (its base): Redis
         writes only that if it still holds exactly the base's table, else the whole table (registerBroker's delta
-        mode; one call either way). More topics than `limits.chunk_topics`: applied in bounded steps
-        (service/store/chunked.py), without a delta."""
+        mode; one call either way). More topics than a step takes (service/store/steps.py): applied in bounded
+        steps (service/store/chunked.py), without a delta."""
         count = req.topic_table.count
-        # The single-topic guard refuses a first registration of one topic: never one with more topics than a chunk.
+        # The single-topic guard refuses a first registration of one topic: never one with more topics than a step.
         if not self.applies_whole(count):
             args = self._registration_args(
                 req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
                 single_topic_guard, connection, cross_cluster_topics, digest, now, "")
             async with self.gate.turn():  # one turn for all its steps
-                return await self._chunked(req, args, self.limits.chunk_topics,
-                                           delete_topic_with_broker_registration, cross_cluster_topics, digest).run()
+                return await self._chunked(req, args, self.steps, delete_topic_with_broker_registration,
+                                           cross_cluster_topics, digest).run()
         args = self._registration_args(
             req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config,
             single_topic_guard, connection, cross_cluster_topics, digest, now, req.topic_table.groups, delta)
@@ -349,8 +352,18 @@ class RouteStore(ChangeEvents):
         return result
 
     def applies_whole(self, topics: int) -> bool:
-        """Whether a registration of this many topics is one script call (else it goes in steps)."""
-        return not self.limits.chunk_topics or topics <= self.limits.chunk_topics
+        """Whether a registration of this many topics is one script call (else it goes in steps: past what a
+        step of writing topics takes on this Redis, steps.py, or past a configured step size)."""
+        past = self.steps.chunked_past()
+        return not past or topics <= past
+
+    @property
+    def steps(self) -> Steps:
+        """This worker's step sizers (steps.py), following `limits` (tests set other limits on a store)."""
+        if self._steps_of is not self.limits:
+            self._steps = Steps(self.limits.chunk_topics, self.limits.adaptive_steps)
+            self._steps_of = self.limits
+        return self._steps
 
     def chunked_registration(
         self,
@@ -365,19 +378,19 @@ class RouteStore(ChangeEvents):
         digest: str = "",
         now: int | None = None,
     ) -> ChunkedRegistration:
-        """register_broker's chunked path as an object to step through (tests interleave other operations)."""
+        """register_broker's chunked path as an object to step through, `chunk_topics` topics a step (tests
+        interleave other operations)."""
         args = self._registration_args(
             req, default_timeout_ms, delete_topic_with_broker_registration, return_order_topic_config, False,
             connection, cross_cluster_topics, digest, now, "")
-        return self._chunked(req, args, chunk_topics, delete_topic_with_broker_registration, cross_cluster_topics,
-                             digest)
+        return self._chunked(req, args, Steps(chunk_topics), delete_topic_with_broker_registration,
+                             cross_cluster_topics, digest)
 
-    def _chunked(self, req: RegisterBroker, args: list[Any], chunk_topics: int, delete_missing: bool,
+    def _chunked(self, req: RegisterBroker, args: list[Any], steps: Steps, delete_missing: bool,
                  cross_cluster_topics: Sequence[str] | None, digest: str) -> ChunkedRegistration:
         return ChunkedRegistration(
             self, args, req.cluster, req.broker_name, req.broker_addr, req.topic_table.lines, req.topic_table.count,
-            chunk_topics, delete_missing, None if cross_cluster_topics is None else list(cross_cluster_topics),
-            digest)
+            steps, delete_missing, None if cross_cluster_topics is None else list(cross_cluster_topics), digest)
 
     def _registration_args(self, req: RegisterBroker, default_timeout_ms: int | None, delete_missing: bool,
                            return_kv: bool, single_topic_guard: bool, connection: str,
@@ -467,12 +480,13 @@ class RouteStore(ChangeEvents):
 
     async def unregister_broker(self, ident: BrokerIdentity) -> int:
         """0: address was not a member; 1: broker removed; 2: broker reduced. A broker with more topics than
-        `limits.chunk_topics` is removed in bounded steps (service/store/sweeps.py), all done before this returns."""
+        a sweep step takes (steps.py) is removed in bounded steps (service/store/sweeps.py), all done before this
+        returns."""
         async with self.gate.turn():  # the removal and its sweeps in one turn
+            bound = sweeps.sweep_bound(self)
             res, sweep_ids = await self._run("unregisterBroker", self._fixed["unregisterBroker"], ident.cluster,
-                                             ident.broker_name, str(ident.broker_id), ident.broker_addr,
-                                             sweeps.sweep_bound(self), client=self.bulk_redis,
-                                             deadline=sweeps.removal_deadline(self))
+                                             ident.broker_name, str(ident.broker_id), ident.broker_addr, str(bound),
+                                             client=self.bulk_redis, deadline=sweeps.removal_deadline(self, bound))
             await self.run_sweeps(sweep_ids)
         return int(res)
 
@@ -480,29 +494,33 @@ class RouteStore(ChangeEvents):
                               ) -> list[tuple[str, str, str, int]]:
         """A native connection closed: unregister the (cluster, brokerAddr) entries that registered on it and
         have not registered again since. Returns (cluster, addr, brokerName, 1 removed | 2 reduced)."""
-        args: list[str] = [connection, sweeps.sweep_bound(self)]
+        pairs: list[str] = []
         for cluster, addr in members:
-            args += [cluster, addr]
-        if len(args) == 2:
+            pairs += [cluster, addr]
+        if not pairs:
             return []
         async with self.gate.turn():
-            flat, sweep_ids = await self._run("dropConnection", self._fixed["dropConnection"], *args,
-                                              client=self.bulk_redis,
-                                              deadline=sweeps.removal_deadline(self, len(args) // 2))
+            bound = sweeps.sweep_bound(self)
+            flat, sweep_ids = await self._run("dropConnection", self._fixed["dropConnection"], connection, str(bound),
+                                              *pairs, client=self.bulk_redis,
+                                              deadline=sweeps.removal_deadline(self, bound, len(pairs) // 2))
             await self.run_sweeps(sweep_ids)
         return [(flat[i], flat[i + 1], flat[i + 2], int(flat[i + 3])) for i in range(0, len(flat), 4)]
 
-    async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int = 5_000,
+    async def expire(self, batch: int = 100, now: int | None = None, topic_budget: int | None = None,
                      grace_ms: int = 0) -> ExpireResult:
-        """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics, a broker past the
-        sweep bound counting as the bound: its topics go in steps); `more` says another call may find more.
-        `grace_ms`: a broker expires only this long after its timeout (heartbeats acknowledged but not yet
-        written: service/core/liveness.py)."""
+        """One bounded expiry pass (at most `batch` brokers and about `topic_budget` topics — by default what a
+        step of its kind takes on this Redis, steps.py —, a broker past the sweep bound counting as the bound: its
+        topics go in steps); `more` says another call may find more. `grace_ms`: a broker expires only this long
+        after its timeout (heartbeats acknowledged but not yet written: service/core/liveness.py)."""
         async with self.gate.turn():
-            more, flat, sweep_ids = await self._run(
-                "expireBrokers", self._fixed["expireBrokers"], batch, "" if now is None else now, topic_budget,
-                self.default_timeout_ms, sweeps.sweep_bound(self), grace_ms, client=self.bulk_redis,
-                deadline=self.limits.bulk(topic_budget + batch))
+            sizer = self.steps.expire
+            budget = sizer.topics() if topic_budget is None else topic_budget
+            more, flat, sweep_ids, spent, elapsed = await self._run(
+                "expireBrokers", self._fixed["expireBrokers"], batch, "" if now is None else now, budget,
+                self.default_timeout_ms, str(sweeps.sweep_bound(self)), grace_ms, client=self.bulk_redis,
+                deadline=self.limits.bulk(budget + batch))
+            sizer.took(int(spent), int(elapsed))
             await self.run_sweeps(sweep_ids)
         expired = []
         for member, name in _pairs(flat):

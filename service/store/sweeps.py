@@ -1,8 +1,8 @@
 """Removing a broker with many topics in bounded steps, so that no single script holds Redis for long.
 
-Unregistering, expiring or dropping a broker costs O(its topics) in one script; past `StoreLimits.chunk_topics`
-topics (the registration chunk size) the removal script does only the O(1) part and queues a sweep
-(lua/includes/brokers.lua), which `sweepBroker` then runs `chunk_topics` topics a call:
+Unregistering, expiring or dropping a broker costs O(its topics) in one script; past the sweep bound (the size of a
+sweep step: steps.py sizes it by what the steps cost on this Redis) the removal script does only the O(1) part and
+queues a sweep (lua/includes/brokers.lua), which `sweepBroker` then runs a step's worth of topics a call:
 
 - a broker that is gone: its reverse index was renamed at once, so readers already see none of its queue data
   (getRoute shows a broker's queue data of a topic only while the topic is in its reverse index) and every
@@ -24,22 +24,23 @@ from collections.abc import Iterable
 from service.store.chunked import ScriptRunner  # what a sweep needs of routes.RouteStore, as a registration does
 
 
-def sweep_bound(store: ScriptRunner) -> str:
-    """The removal scripts' sweep bound ARGV: brokers with more topics are removed in steps ("0": never)."""
-    return str(store.limits.chunk_topics or 0)
+def sweep_bound(store: ScriptRunner) -> int:
+    """The removal scripts' sweep bound: brokers with more topics are removed in steps (0: never)."""
+    return store.steps.sweep_bound()
 
 
-def removal_deadline(store: ScriptRunner, entries: int = 1) -> float:
+def removal_deadline(store: ScriptRunner, bound: int, entries: int = 1) -> float:
     """The deadline of a removal script: O(the sweep bound) per entry it removes, or unbounded brokers' worth."""
-    bound = store.limits.chunk_topics
     return store.limits.bulk(bound * entries) if bound else store.limits.bulk_deadline_s
 
 
 async def step(store: ScriptRunner, sweep_id: str) -> tuple[bool, list[str]]:
     """One step of a sweep: (more steps left, the ids of every sweep under way)."""
-    per_step = store.limits.chunk_topics or 1000
-    more, under_way = await store._run("sweepBroker", store._fixed["sweepBroker"], sweep_id, per_step,
-                                       client=store.bulk_redis, deadline=store.limits.bulk(per_step))
+    sizer = store.steps.sweep
+    per_step = sizer.topics()
+    more, under_way, done, elapsed = await store._run("sweepBroker", store._fixed["sweepBroker"], sweep_id, per_step,
+                                                      client=store.bulk_redis, deadline=store.limits.bulk(per_step))
+    sizer.took(int(done), int(elapsed))
     return bool(int(more)), list(under_way)
 
 

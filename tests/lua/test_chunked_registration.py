@@ -94,3 +94,37 @@ async def test_embedded_mode_answers_heartbeats_while_a_large_registration_is_un
     assert answered_meanwhile > 0
     assert len(await ns.store.topic_list()) == 4001
     await ns.stop()
+
+
+async def test_steps_sized_by_time_shrink_when_a_step_costs_more_than_its_share(store):
+    """With steps sized by time (service/store/steps.py), a registration's chunks, its finish walk and the sweep
+    of its removal follow what their steps cost on this Redis: here a target of 0.05 ms, which a first step of
+    300 topics overruns, so the next ones are smaller; every topic arrives, and goes, all the same."""
+    store.limits = StoreLimits(chunk_topics=300, adaptive_steps=True)
+    for sizer in (store.steps.write, store.steps.finish, store.steps.sweep):
+        sizer.target_us = 50
+    sizes: dict[str, list[int]] = {"registerChunk": [], "sweepBroker": []}
+    run = store._run
+
+    async def spy(name, keys, *args, **kw):
+        res = await run(name, keys, *args, **kw)
+        if name == "registerChunk":
+            sizes[name].append(args[-1].count("\n"))
+        elif name == "sweepBroker" and args[0]:
+            sizes[name].append(int(res[2]))
+        return res
+
+    store._run = spy
+    await store.register_broker(broker(300, 8, counter=1))  # not past the first threshold: whole
+    assert sizes["registerChunk"] == []
+    await store.register_broker(broker(900, 4, counter=2))
+    chunks = sizes["registerChunk"]
+    assert chunks[0] == 300 and max(chunks[1:]) < 300 and sum(chunks) == 900, chunks
+    assert store.steps.chunked_past() < 300  # and the threshold of whole registrations fell with them
+    assert await queue_counts(store, 900) == {4}
+    from service.models import BrokerIdentity
+
+    assert await store.unregister_broker(BrokerIdentity("C", "big", 0, "10.0.0.3:10911")) == 1
+    sweeps = sizes["sweepBroker"]
+    assert sweeps[0] == 300 and max(sweeps[1:]) < 300 and sum(sweeps) == 900, sweeps
+    assert await queue_counts(store, 900) == {0}
