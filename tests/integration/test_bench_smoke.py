@@ -164,6 +164,30 @@ def test_stall_bench_tiny(tmp_path):
     assert res["phases"]["registrations"]["redis_longest_ms"] > 0
     table = (tmp_path / "stall-zipped-tiny.md").read_text()
     assert f"{res['phases']['drop']['redis_longest_ms']:.1f} |" in table and "| drop | 1 | native |" in table
+    longest = res["phases"]["registrations"]["redis_longest"]
+    assert longest and longest[0]["ms"] == round(res["phases"]["registrations"]["redis_longest_ms"], 2)
+    assert any(c["command"].startswith("EVALSHA ") and c["command"] != "EVALSHA " for c in longest)
+
+
+def test_storm_bench_tiny(tmp_path):
+    """The cold-start benchmark at tiny size on our 1- and 2-worker setups (Java is for the bench itself): every
+    broker's first registration answered SUCCESS, every route confirmed on every worker, the reader ran throughout,
+    the slow log and the workers' metrics were read, and the table shows the measured numbers."""
+    need("redis-server")
+    from benchmarks import storm
+
+    assert storm.main(["--tiny", "--servers", "ours1,ours2", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "storm-tiny.json").read_bytes())
+    assert [(r["kind"], r["case"]) for r in res["runs"]] == [("ours1", "40x50"), ("ours2", "40x50")]
+    for r in res["runs"]:
+        assert r["refused"] == 0 and r["ports"] == int(r["kind"][-1]), r
+        assert 0 < r["acked_s"] <= r["routed_s"] and r["pairs_unconfirmed"] == 0
+        assert r["reads"]["reads"] > 0 and not r["reads"]["errors"]
+        assert len(r["workers"]) == r["ports"] and all(w["loop_lag_max_s"] is not None for w in r["workers"])
+        assert "redis_longest_ms" in r
+    table = (tmp_path / "storm-tiny.md").read_text()
+    assert all(f"| {r['case']} | {r['server']} | 0 | {r['acked_s']} | {r['routed_s']} |" in table
+               for r in res["runs"])
 
 
 def test_peers_bench_tiny(tmp_path):
