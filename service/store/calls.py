@@ -113,7 +113,7 @@ def store_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 
 
 def leanable(client: Any) -> bool:
-    """Whether `client` can take `evalsha`: a plain redis-py client (also Sentinel's) whose connections are its
+    """Whether `client` can take LeanScripts: a plain redis-py client (also Sentinel's) whose connections are its
     own stream connections; not a Cluster client, not fakeredis (embedded mode, unit tests)."""
     pool = getattr(client, "connection_pool", None)
     cls = getattr(pool, "connection_class", None)
@@ -121,29 +121,60 @@ def leanable(client: Any) -> bool:
             and not hasattr(client, "get_node_from_key"))
 
 
-async def evalsha(client: Any, sha: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-    """EVALSHA on a connection of the client's pool, without what redis-py's execute_command puts around every
-    call — its retry wrapper, its observability hooks, a task per socket write (asyncio.wait_for) and a timeout per
-    read — which cost a changed registration ~35 µs of worker CPU, more than packing and parsing (benchmarks/
-    README.md). The store's own deadline around the call (RouteStore._run) bounds it, and the clients it is used
-    with retry nothing on their own. Any failure mid-call drops the connection, as redis-py does, so no reply is
-    ever left unread on a pooled connection; a Redis error reply is raised as redis-py raises it (NOSCRIPT as
-    NoScriptError). Only for clients `leanable` says yes to."""
-    pool = client.connection_pool
-    conn = await pool.get_connection()
-    try:
-        writer = conn._writer
-        writer.write(hiredis.pack_command(("EVALSHA", sha, len(keys), *keys, *args)))
-        await writer.drain()  # returns at once unless the socket's buffer is full (a 100 000-topic payload)
-        res = await conn._parser.read_response()
-    except BaseException:
-        await conn.disconnect(nowait=True)
-        raise
-    finally:
-        await pool.release(conn)
-    if isinstance(res, ResponseError):
-        raise res
-    return res
+class LeanScripts:
+    """EVALSHA on connections of a client's pool, without what redis-py's execute_command puts around every call —
+    its retry wrapper, its observability hooks, a task per socket write (asyncio.wait_for), a timeout per read, and
+    the pool's own locking and health check per call — which cost a changed registration ~45 µs of worker CPU, more
+    than packing and parsing (benchmarks/README.md). The store's own deadline around the call (RouteStore._run)
+    bounds it, and the clients it is used with retry nothing on their own.
+
+    A few connections stay with it between calls (KEEP); one is checked as the pool checks it before it is used
+    again — still connected, nothing unread nor the server's close pending, not marked for reconnection (a
+    Sentinel failover marks them all) — and otherwise goes back to the pool, which reconnects it. Any failure
+    mid-call drops the connection, as redis-py does, so no reply is ever left unread for another call; a Redis
+    error reply is raised as redis-py raises it (NOSCRIPT as NoScriptError). Only for clients `leanable` says yes
+    to."""
+
+    KEEP = 4
+
+    def __init__(self, client: Any) -> None:
+        self.pool = client.connection_pool
+        self.idle: list[Any] = []
+        # marks for reconnection are how redis-py tells a kept connection to go (redis-py 5 has none: keep none)
+        self.keep = self.KEEP if hasattr(self.pool.connection_class, "should_reconnect") else 0
+
+    async def call(self, sha: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        conn = await self._take()
+        try:
+            writer = conn._writer
+            writer.write(hiredis.pack_command(("EVALSHA", sha, len(keys), *keys, *args)))
+            await writer.drain()  # returns at once unless the socket's buffer is full (a 100 000-topic payload)
+            res = await conn._parser.read_response()
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            await self.pool.release(conn)
+            raise
+        if len(self.idle) < self.keep:
+            self.idle.append(conn)
+        else:
+            await self.pool.release(conn)
+        if isinstance(res, ResponseError):
+            raise res
+        return res
+
+    async def _take(self) -> Any:
+        while self.idle:
+            conn = self.idle.pop()
+            if conn.is_connected and not conn.should_reconnect() and not await conn.can_read():
+                return conn
+            await conn.disconnect()
+            await self.pool.release(conn)  # the pool connects it again when it lends it next
+        return await self.pool.get_connection()
+
+    async def close(self) -> None:
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            await self.pool.release(conn)
 
 
 class ReplicationUnconfirmed(StoreUnavailable):

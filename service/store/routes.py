@@ -44,11 +44,11 @@ from service.store.admission import Gate
 from service.store.calls import (  # re-exported: the store's callers import them from here
     PER_TOPIC_S,
     REDIS_ERRORS,
+    LeanScripts,
     ReplicationUnconfirmed,
     StoreLimits,
     _unconfirmed,
     bounded,
-    evalsha,
     leanable,
     report,
     store_errors,
@@ -159,7 +159,7 @@ class RouteStore(ChangeEvents):
         self._steps_of: StoreLimits | None = None
         self._steps = Steps()
         self._scripts: dict[str, LuaScript] = load_all()
-        self._lean: dict[int, bool] = {}  # id(client) -> whether its script calls take calls.evalsha
+        self._lean: dict[int, LeanScripts | None] = {}  # id(client) -> its script calls' way (None: redis-py's)
         self._shas: dict[str, str] = {}
         k = self.keys
         # KEYS of the scripts that touch only registry-wide keys, by role (see each script's header).
@@ -255,11 +255,12 @@ class RouteStore(ChangeEvents):
 
     async def _evalsha(self, redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
         if not replicas:
-            lean = self._lean.get(id(redis))
-            if lean is None:
-                lean = self._lean[id(redis)] = leanable(redis)
-            if lean:
-                return await evalsha(redis, sha, keys, args)
+            key = id(redis)
+            if key not in self._lean:
+                self._lean[key] = LeanScripts(redis) if leanable(redis) else None
+            lean = self._lean[key]
+            if lean is not None:
+                return await lean.call(sha, keys, args)
             return await redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
         # WAIT counts the replicas that acknowledged *this connection's* last write (C6, S4): it must follow the
         # script on the same connection, so both go in one pipeline (Cluster: to the slot's owner; a redirected
@@ -295,6 +296,9 @@ class RouteStore(ChangeEvents):
         return bool(await self.redis.ping())
 
     async def close(self) -> None:
+        for lean in self._lean.values():
+            if lean is not None:
+                await lean.close()
         await self.redis.aclose()
         if self.bulk_redis is not self.redis:
             await self.bulk_redis.aclose()

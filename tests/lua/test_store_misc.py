@@ -16,7 +16,7 @@ from redis.exceptions import ResponseError
 
 from service.models import BrokerIdentity, DataVersion, RegisterBroker, TopicConfig
 from service.store import RouteStore
-from service.store.calls import evalsha, leanable
+from service.store.calls import LeanScripts, leanable
 from service.store.keys import live_member
 from tests.invariants import check_invariants, jsonable
 
@@ -276,17 +276,33 @@ async def test_script_calls_skip_redis_pys_wrappers_and_leave_nothing_unread(rea
     the reply that comes later is never read as the answer to another call."""
     s, _ = real
     assert leanable(s.redis) and not leanable(fakeredis.FakeAsyncRedis())
+    lean = LeanScripts(s.redis)
     sha = await s.redis.script_load("local t = redis.call('TIME') local n = 0 "
                                     "while true do n = n + 1 local u = redis.call('TIME') "
                                     "if (u[1] - t[1]) * 1000000 + (u[2] - t[2]) > tonumber(ARGV[1]) then break end "
                                     "end return ARGV[2]")
+    assert await lean.call(sha, [], [0, "kept"]) == "kept" and len(lean.idle) == 1
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.05):
-            await evalsha(s.redis, sha, [], [300_000, "late"])
-    assert await evalsha(s.redis, sha, [], [0, "on time"]) == "on time"  # waits out the busy script, then its own
-    for _ in range(5):  # every pooled connection answers its own call
-        assert await evalsha(s.redis, sha, [], [0, "again"]) == "again"
+            await lean.call(sha, [], [300_000, "late"])
+    assert not lean.idle  # the connection cut off is dropped, not kept
+    assert await lean.call(sha, [], [0, "on time"]) == "on time"  # waits out the busy script, then its own
+    for _ in range(5):  # every connection answers its own call
+        assert await lean.call(sha, [], [0, "again"]) == "again"
     with pytest.raises(ResponseError):
-        await evalsha(s.redis, "0" * 40, [], [])
+        await lean.call("0" * 40, [], [])
+    kept = lean.idle[-1]
+    await s.redis.client_kill_filter(_id=await _client_id(kept))
+    assert await lean.call(sha, [], [0, "after a kill"]) == "after a kill"  # the closed one is not used again
+    kept = lean.idle[-1]
+    before = await _client_id(kept)
+    kept.mark_for_reconnect()  # what a Sentinel failover does to every connection in use
+    assert await lean.call(sha, [], [0, "reconnected"]) == "reconnected"
+    assert kept.is_connected and not kept.should_reconnect() and await _client_id(kept) != before
     await s.register_broker(reg("small", "10.0.0.2:10911", SMALL), now=T0)
     assert await s.get_route("Small0") is not None
+
+
+async def _client_id(conn) -> int:
+    await conn.send_command("CLIENT", "ID")
+    return int(await conn.read_response())
