@@ -128,15 +128,19 @@ class ChangeEvents:
                 watcher.cancel()
             raise translate(exc) from exc
         try:
-            await pubsub.subscribe(self.keys.changes)
-            OUTAGE.answered()
+            await pubsub.subscribe(self.keys.changes)  # written, not answered: Redis may be gone already
             quiet_push_handler(pubsub)
-            if on_subscribed is not None:
-                on_subscribed()
+            confirmed = False
             while True:
-                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.25 if watcher else 1.0)
-                if msg is not None and msg.get("type") == "message":
-                    yield msg["data"]
+                msg = await pubsub.get_message(timeout=0.25 if watcher else 1.0)
+                if msg is not None:
+                    if msg.get("type") == "message":
+                        yield msg["data"]
+                    elif not confirmed and msg.get("type") == "subscribe":  # Redis answered: subscribed now
+                        confirmed = True
+                        OUTAGE.answered()
+                        if on_subscribed is not None:
+                            on_subscribed()
                 if switched.is_set():
                     raise StoreUnavailable("the Redis master switched (Sentinel); subscribing on the new one")
         except REDIS_ERRORS as exc:
