@@ -66,6 +66,7 @@ from service.models import (
     topic_name,
 )
 from service.store import RouteStore, SnapshotStore
+from service.store.outage import cause_unplaced
 
 log = logging.getLogger(__name__)
 OFFLOAD_BYTES = 256 * 1024  # registration bodies from this size on (about 2 000 topics) are parsed in a process
@@ -211,6 +212,17 @@ class NameServer:
     async def ready(self, timeout_s: float = 1.0) -> None:
         """Redis reachable and scripts loaded (loads them again after a Redis restart); raises otherwise."""
         await asyncio.wait_for(self.store.load_scripts_if_missing(), timeout=timeout_s)
+
+    async def unready(self, timeout_s: float = 1.0) -> str | None:
+        """Why Redis keeps this worker from being ready (`ready` failed), in words anyone may read (/readyz): what
+        Redis or the OS said, not where Redis is (the worker's log names it); None when ready."""
+        try:
+            await self.ready(timeout_s)
+        except TimeoutError:
+            return f"redis: no answer within {timeout_s:g} s"
+        except Exception as exc:  # the store's error names only its class; what redis-py said is its cause
+            return f"redis: {cause_unplaced(exc.__cause__ or exc)}"
+        return None
 
     # ------------------------------------------------------------------ runtime switches
 

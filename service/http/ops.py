@@ -27,10 +27,7 @@ async def not_ready(app: web.Application) -> str | None:
     ns = app[NS]
     reason = next((r for r in (check() for check in app.get(READINESS, ())) if r is not None), None)
     if reason is None:
-        try:
-            await ns.ready(timeout_s=1.0)
-        except Exception as exc:
-            reason = f"redis: {type(exc).__name__}"
+        reason = await ns.unready(timeout_s=1.0)
     ns.metrics.ready.set(reason is None)
     return reason
 

@@ -12,6 +12,7 @@ debug level while this one speaks.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 
@@ -53,6 +54,18 @@ def cause(exc: BaseException) -> str:
         return "no answer within the call's deadline (NAMESRV_REDIS_DEADLINE_MS)"
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def cause_unplaced(exc: BaseException) -> str:
+    """The failure in words without where Redis is, for answers anyone may read (/readyz): the refusal, or the
+    error with redis-py's `connecting to host:port.` taken out (the worker's log names the address)."""
+    refusal = refused(exc)
+    if refusal is not None:
+        return f"Redis refuses this configuration: {refusal}"
+    return _PLACE.sub("", cause(exc))
+
+
+_PLACE = re.compile(r"connecting to \S+?\.(?=\s|$)\s*|\s*\('[^']*', \d+\)")  # "… to h:p. " and "('h', p)"
 
 
 class Outage:
