@@ -16,7 +16,13 @@ import re
 import time
 from collections.abc import Callable
 
-from redis.exceptions import AuthenticationError, AuthorizationError, NoPermissionError, ResponseError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    InvalidResponse,
+    NoPermissionError,
+    ResponseError,
+)
 
 from service import display
 
@@ -35,13 +41,15 @@ def reminder_due(n: int) -> float:
 
 def refused(exc: BaseException) -> str | None:
     """What Redis said when it answered but refused this configuration (it is reachable: waiting will not help),
-    else None."""
+    or that what answers is not Redis at all; else None."""
     text = str(exc)
     if isinstance(exc, AuthenticationError) and ("NOAUTH" in text or "HELLO must be called" in text):
         return ("it requires a password and none was given (NOAUTH): set NAMESRV_REDIS_PASSWORD, or the URL's "
                 "redis://:PASSWORD@host:port/db")
     if isinstance(exc, AuthenticationError | AuthorizationError | NoPermissionError):
         return f"{text} (the password, NAMESRV_REDIS_PASSWORD or the URL's user:password, or the ACL user's rights)"
+    if isinstance(exc, InvalidResponse):  # something answers at that address, not in RESP
+        return f"it does not answer in Redis's protocol ({text}): is this address Redis's, not another service's?"
     if isinstance(exc, ResponseError) and "DB index" in text:
         return f"{text} (the database number at the end of the URL, /0 by default: Redis has 16, 0-15, unless " \
                "its `databases` setting says otherwise)"

@@ -4,6 +4,9 @@ does not have, a wrong or missing password) stops the start with a configuration
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 import urllib.request
 
@@ -33,6 +36,32 @@ def test_a_configuration_redis_refuses_stops_the_start(tmp_path):
             assert "sekret" not in r.stderr and "Traceback" not in r.stderr
     finally:
         server.cleanup()
+
+
+def test_an_address_that_is_not_redis_stops_the_start():
+    """`--redis-url` naming an HTTP port: 46 lines in 12 s of `unexpected Redis error: Protocol error, got "H" as
+    reply type byte`, never naming the address, and a worker serving 503s for ever (issue 39, second round). It is
+    a configuration error: exit 2, naming the address and what answered there."""
+    http = socket.create_server(("127.0.0.1", 0))
+
+    def answer_http() -> None:  # as aiohttp answers a request line it cannot parse
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = http.accept()
+                with conn:
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    threading.Thread(target=answer_http, daemon=True).start()
+    try:
+        url = f"redis://127.0.0.1:{http.getsockname()[1]}/0"
+        r = refused_start(redis_url=url, port=free_port(), remoting_port=0)
+        assert r.returncode == 2, r.stderr[-2000:]
+        assert r.stderr.strip() == f"namesrv serve: configuration error: Redis {url} refuses this configuration: it " \
+            "does not answer in Redis's protocol (Protocol error, got \"H\" as reply type byte): is this address " \
+            "Redis's, not another service's?"
+    finally:
+        http.close()
 
 
 def failed_calls(url: str) -> float:

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 import redis.asyncio as aioredis
-from redis.exceptions import AuthenticationError, ResponseError
+from redis.exceptions import AuthenticationError, InvalidResponse, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from service.errors import StoreUnavailable
@@ -74,6 +74,7 @@ def test_a_deadline_hit_alone_is_no_outage_until_it_lasts(outage, caplog):
     (ResponseError("DB index is out of range"), "DB index is out of range (the database number at the end of the URL"),
     (AuthenticationError("invalid username-password pair or user is disabled."), "invalid username-password pair"),
     (AuthenticationError("NOAUTH Authentication required."), "it requires a password and none was given (NOAUTH)"),
+    (InvalidResponse('Protocol error, got "H" as reply type byte'), "it does not answer in Redis's protocol"),
 ])
 def test_a_configuration_redis_refuses_is_said_to_be_one(outage, caplog, exc, said):
     outage.failed(exc, at_once=True)
