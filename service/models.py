@@ -515,8 +515,12 @@ class TopicDelta:
     size: int  # topics it carries
 
     @classmethod
-    def between(cls, base: str, old: dict[str, str], new: TopicTable) -> TopicDelta:
-        table = new.encs
+    def between(cls, base: str, before: TopicTable, new: TopicTable) -> TopicDelta:
+        old, table = before.encs, new.encs
+        if before.single is not None and new.single is not None and old.keys() == table.keys():
+            # the same topics with one queue data before and after (the usual table): all changed or none
+            return cls(base, new.groups if new.single != before.single else "", "", "",
+                       new.count if new.single != before.single else 0)
         differ = table.items() - old.items()  # (name, enc) added or changed: one C-level pass
         added_names = table.keys() - old.keys() if len(table) != len(old) or differ else ()
         gone = old.keys() - table.keys() if len(old) + len(added_names) != len(table) else ()

@@ -15,12 +15,14 @@ gone sends its next changed registration whole.
 
 from __future__ import annotations
 
+from service.models import TopicTable
+
 MAX_TOPICS = 500_000
 
 
 class RegistrationBases:
     def __init__(self, max_topics: int = MAX_TOPICS) -> None:
-        self._bases: dict[bytes, tuple[str, dict[str, str]]] = {}  # header key -> (digest, topic table)
+        self._bases: dict[bytes, tuple[str, TopicTable]] = {}  # header key -> (digest, topic table)
         self.topics = 0
         self.max_topics = max_topics
         self.applied = 0  # changed registrations Redis applied as deltas
@@ -29,17 +31,17 @@ class RegistrationBases:
     def __len__(self) -> int:
         return len(self._bases)
 
-    def get(self, key: bytes) -> tuple[str, dict[str, str]] | None:
+    def get(self, key: bytes) -> tuple[str, TopicTable] | None:
         return self._bases.get(key)
 
-    def sent(self, key: bytes, digest: str, table: dict[str, str]) -> None:
+    def sent(self, key: bytes, digest: str, table: TopicTable) -> None:
         """A registration with this header, digest and table is on its way to the store: the next one's base."""
         old = self._bases.pop(key, None)
         if old is not None:
-            self.topics -= len(old[1])
-        if len(table) > self.max_topics:
+            self.topics -= old[1].count
+        if table.count > self.max_topics:
             return
-        while self.topics + len(table) > self.max_topics:
-            self.topics -= len(self._bases.pop(next(iter(self._bases)))[1])
+        while self.topics + table.count > self.max_topics:
+            self.topics -= self._bases.pop(next(iter(self._bases)))[1].count
         self._bases[key] = (digest, table)
-        self.topics += len(table)
+        self.topics += table.count

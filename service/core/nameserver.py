@@ -333,11 +333,10 @@ class NameServer:
                        else [t for t in req.topic_names() if not is_system_topic(t)])
         delta = None
         if key and req.table is not None and self.store.applies_whole(req.table.count):
-            table = req.table.encs
             base = self.bases.get(key)
             if base is not None and base[0] != digest:
                 delta = TopicDelta.between(base[0], base[1], req.table)
-            self.bases.sent(key, digest, table)
+            self.bases.sent(key, digest, req.table)
         res = await self.store.register_broker(
             req, default_timeout_ms=s.broker_timeout_ms,
             delete_topic_with_broker_registration=s.delete_topic_with_broker_registration,

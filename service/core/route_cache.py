@@ -339,6 +339,8 @@ class RouteCache:
         return evict
 
     def apply_event(self, payload: str) -> None:
+        if "\n=" in payload and not self._inflight and not len(self.feed):
+            payload = self._without_unseen_updates(payload)
         try:
             event = parse_event(payload)
         except ValueError:
@@ -368,6 +370,21 @@ class RouteCache:
             self._schedule_config_refresh()
         self._ver_seen = max(self._ver_seen, ver)
         self._confirmed_at = self._clock()
+
+    def _without_unseen_updates(self, payload: str) -> str:
+        """The event without its in-place update lines ("=<brokerName>\t...") of brokers no cached route names:
+        they can change nothing here, and their topics (every one of a big registration's) need not be split and
+        looked up. An update line names topics the broker served before the change, so a cached route of any of
+        them names the broker (the event that added the broker to it evicted an older one), and none of them is
+        cached as absent (the event that created it evicted that). Only while no fill is under way (a route being
+        read may name the broker and not be cached yet) and no long-poll or stream waits (they are told every
+        topic that changed): the caller checks."""
+        lines = payload.split("\n")
+        if not lines[0].endswith("\t2"):  # the format before ("=<topic>\t...") or one it does not know
+            return payload
+        by_broker = self._by_broker
+        kept = [line for line in lines if line[:1] != "=" or "\t" not in line or line[1:line.find("\t")] in by_broker]
+        return payload if len(kept) == len(lines) else "\n".join(kept)
 
     def _schedule_config_refresh(self) -> None:
         if self._on_config is not None:

@@ -501,3 +501,32 @@ async def test_an_update_the_cached_route_already_shows_keeps_its_encodings():
     c.apply_event("9\t2\n=b\t8,8,6,0\tT")
     assert c.lookup("T") is not entry and c.lookup("T").route.queue_datas[0].read_queue_nums == 8
     c.feed.close(watch)
+
+
+async def test_update_lines_of_brokers_no_cached_route_names_are_skipped_only_when_nothing_else_needs_them():
+    """A big registration's update line names every topic it changed, most not cached here: when no cached route
+    names its broker, no fill is under way and no watcher waits, it is dropped unread. A fill under way or a watcher
+    still sees it."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()  # adopts 7
+    await c.fill("T", lambda: fetched(route("a")))
+    c.apply_event("8\t2\n=b\t4,4,6,0\tU\tV\n!b")  # nothing here names b: dropped, T untouched
+    assert c.lookup("T").route.queue_datas[0].read_queue_nums == 8 and c.flushes == 1 and c.updates == 0
+    gate = asyncio.Event()
+
+    async def slow():
+        await gate.wait()
+        return route("b")  # read before the change below
+
+    filling = asyncio.create_task(c.fill("U", slow))
+    await asyncio.sleep(0)
+    c.apply_event("9\t2\n=b\t4,4,6,0\tU\tV")  # a fill of U under way: read, and the fill is not kept
+    gate.set()
+    await filling
+    assert c.lookup("U") is None
+    watch = c.feed.open(("V",), "1.2.3.4", 10, 10)
+    c.apply_event("10\t2\n=b\t8,8,6,0\tU\tV")  # a watcher of V: told
+    assert watch.take() == ["V"]
+    c.apply_event("11\t2\n=a\t4,4,6,0\tT")  # a cached route names a: updated in place
+    assert c.lookup("T").route.queue_datas[0].read_queue_nums == 4 and c.updates == 1
