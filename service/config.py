@@ -119,7 +119,7 @@ class Settings:
     redis_bulk_deadline_ms: int = _setting(10_000, "ceiling of a bulk call's deadline (registrations, "
                                                    "unregister, expiry) however many topics it carries",
                                            minimum=100, maximum=600_000)
-    redis_bulk_concurrency: int = _setting(4, "bulk Redis calls (registrations, unregisters, expiry) a worker has "
+    redis_bulk_concurrency: int = _setting(8, "bulk Redis calls (registrations, unregisters, expiry) a worker has "
                                               "under way at once; more wait their turn, first come first served, "
                                               "their deadline starting with it", minimum=1, maximum=256)
     registration_chunk_topics: int = _setting(0, "a registration with more topics than this is applied in steps "

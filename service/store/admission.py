@@ -12,10 +12,12 @@ An outage still answers fast. A store call that finds Redis unreachable (the con
 Redis loading or failing over) marks the store down: every call waiting for a turn fails at once with that error,
 and until some call succeeds again each new arrival fails at once too, but one at a time goes through as a probe
 (bounded by its own deadline), so the worker notices by itself when Redis is back. A call that merely ran out of
-time says less: Redis may hang, or this worker's event loop may have been too busy to read the reply in time (a
-storm's decoding). That only starts a check — one PING under the normal deadline — and the store is marked down
-if the PING fails too while this loop kept its timers on time (a PING unanswered while the loop itself stalled says
-nothing).
+time says less: Redis may hang, be busy or starved of CPU, or this worker's event loop may have been too busy to
+read the reply in time (a storm's decoding). That starts a check — one PING under the normal deadline — and the
+store is marked down only if the PING fails too while this loop kept its timers on time (a PING unanswered while
+the loop itself stalled says nothing). A bulk call that ran out of time waits on for its reply, up to the bulk
+deadline's ceiling, as long as that check does not find Redis down: a slow Redis delays a storm, a hung one fails
+it (within the deadline and a PING's).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class Gate:
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.down: str | None = None  # why Redis is unavailable, from the last call that failed for want of it
         self.probing = False
-        self.checking: asyncio.Task[None] | None = None  # a PING after a call ran out of time (suspect)
+        self.checking: asyncio.Task[bool | None] | None = None  # a PING after a call ran out of time
         # for /metrics: turns waited for (and how long in all), waiters and arrivals failed fast by an outage
         self.waited = 0
         self.wait_seconds = 0.0
@@ -153,10 +155,23 @@ class Gate:
 
     def suspect(self, reason: str, ping: Callable[[], Awaitable[object]]) -> None:
         """A store call ran out of time: check with `ping` (which raises StoreUnavailable if Redis does not answer
-        within its own deadline) and mark the store down if it fails. One check at a time."""
-        if self.down is not None or (self.checking is not None and not self.checking.done()):
-            return
+        within its own deadline), in the background, and mark the store down if it fails. One check at a time."""
+        if self.down is None:
+            self._check(reason, ping)
 
+    async def alive(self, reason: str, ping: Callable[[], Awaitable[object]]) -> bool:
+        """A bulk call ran out of time: is Redis there? False (and the store marked down) only if a PING failed too
+        while this loop kept time; a PING answered, or one whose silence may be this loop's own, is True: the call
+        may wait on (Redis is slow or busy, not gone)."""
+        if self.down is not None:
+            return False
+        return await asyncio.shield(self._check(reason, ping)) is not False
+
+    def _check(self, reason: str, ping: Callable[[], Awaitable[object]]) -> asyncio.Task[bool | None]:
+        """The PING under way, or a new one: True if Redis answered, False if it did not while this loop kept its
+        timers on time (the store is then marked down), None if the loop stalled meanwhile (inconclusive)."""
+        if self.checking is not None and not self.checking.done():
+            return self.checking
         loop = asyncio.get_running_loop()
         last, stalled = [loop.time()], [0.0]  # the longest this loop did not run its timers during the PING
 
@@ -170,15 +185,19 @@ class Gate:
                 await asyncio.sleep(TICK_S)
                 gap()
 
-        async def check() -> None:
+        async def check() -> bool | None:
             ticker = loop.create_task(tick())
             try:
                 await ping()
+                return True
             except StoreUnavailable as exc:
                 gap()
-                if stalled[0] < LOOP_STALL_S:  # else the PING's silence may be this loop's own: inconclusive
-                    self.unavailable(f"{reason} (and a PING: {exc.message})")
+                if stalled[0] >= LOOP_STALL_S:  # the PING's silence may be this loop's own
+                    return None
+                self.unavailable(f"{reason} (and a PING: {exc.message})")
+                return False
             finally:
                 ticker.cancel()
 
         self.checking = loop.create_task(check())
+        return self.checking

@@ -207,9 +207,11 @@ class StoreLimits:
     chunk_topics: int = 0  # registrations with more topics go in steps of this many (0 = always whole) ...
     adaptive_steps: bool = False  # ... or in steps sized by what they cost on this Redis, from this many (steps.py)
     # Bulk calls (registrations, removals, expiry) under way at once per worker (admission.py; setting
-    # redis_bulk_concurrency): enough to keep Redis busy while the worker decodes the next registration, few enough
-    # that a read behind them in Redis's queue waits a few ms.
-    bulk_turns: int = 4
+    # redis_bulk_concurrency): enough to keep Redis busy while the worker decodes the next registrations, and to
+    # ride out scheduling delays on a busy host (4 took about twice as long as 8 to take 1 000 registrations of
+    # 1 000 topics on a loaded 2-core host, benchmarks.storm), few enough that a read behind them in Redis's queue
+    # waits tens of ms at most (steps of about 5 ms, steps.py).
+    bulk_turns: int = 8
 
     def bulk(self, topics: int) -> float:
         """The deadline of a call carrying `topics` topics (or heartbeats): scaled, with a ceiling."""

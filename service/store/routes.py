@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -232,19 +232,24 @@ class RouteStore(ChangeEvents):
         connection)."""
         if client is not None and client is self.bulk_redis:  # bulk work takes turns (admission.py)
             async with self.gate.turn():
-                return await self._call(name, keys, args, client, deadline, wait)
+                return await self._call(name, keys, args, client, deadline, wait, patient=True)
         return await self._call(name, keys, args, client or self.redis, deadline, wait)
 
     async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any], redis: Any, deadline: float | None,
-                    wait: bool) -> Any:
+                    wait: bool, patient: bool = False) -> Any:
         """One script call under its deadline, which starts here (after any turn was waited for); what it tells of
-        Redis's health goes to the gate."""
+        Redis's health goes to the gate. `patient` (bulk work): past the deadline it waits on while a PING finds
+        Redis there (_patiently)."""
         replicas = self.limits.wait_replicas if wait else 0
         budget = (deadline or self.limits.deadline_s) + (self.limits.wait_timeout_ms / 1000 if replicas else 0)
         try:
-            async with asyncio.timeout(budget):
-                result = await call_loaded(redis, self._shas, self._scripts[name],
-                                           lambda sha: self._evalsha(redis, sha, keys, args, replicas))
+            call = call_loaded(redis, self._shas, self._scripts[name],
+                               lambda sha: self._evalsha(redis, sha, keys, args, replicas))
+            if patient:
+                result = await self._patiently(call, budget)
+            else:
+                async with asyncio.timeout(budget):
+                    result = await call
         except REDIS_ERRORS as exc:
             err = translate(exc)
             report(self.gate, exc, err, self.ping)
@@ -252,6 +257,24 @@ class RouteStore(ChangeEvents):
         OUTAGE.answered()
         self.gate.available()
         return result
+
+    async def _patiently(self, call: Awaitable[Any], budget: float) -> Any:
+        """A bulk call's reply. Past its deadline it waits on, up to the bulk deadline's ceiling, if a PING finds
+        Redis there (admission.Gate.alive): a Redis slow to answer — busy, or starved of CPU on a loaded host —
+        delays a storm's registrations instead of refusing them; a hung or unreachable one still fails them, within
+        the deadline and a PING's. Raises TimeoutError (a deadline, as the project's errors say it) otherwise."""
+        task = asyncio.ensure_future(call)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=budget)
+            if not done and await self.gate.alive("the route store (Redis) did not answer in time", self.ping):
+                done, _ = await asyncio.wait({task}, timeout=max(0.0, self.limits.bulk_deadline_s - budget))
+        except BaseException:
+            task.cancel()
+            raise
+        if not done:
+            task.cancel()
+            raise TimeoutError
+        return task.result()
 
     async def _evalsha(self, redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
         if not replicas:

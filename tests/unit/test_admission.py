@@ -141,3 +141,17 @@ async def test_a_failed_ping_while_this_loop_stalled_says_nothing():
     gate.suspect("out of time", stalls_then_fails)
     await asyncio.wait_for(gate.checking, 2)
     assert gate.down is None
+
+
+async def test_a_bulk_call_out_of_time_waits_on_while_a_ping_finds_redis_there():
+    gate = Gate(2)
+
+    async def answers() -> None:
+        return None
+
+    async def silent() -> None:
+        raise StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
+
+    assert await gate.alive("out of time", answers) is True and gate.down is None
+    assert await gate.alive("out of time", silent) is False and gate.down is not None
+    assert await gate.alive("out of time", answers) is False  # already down: fail, no PING (a probe decides)
