@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from service.config import Settings, load_settings
+from service.config import Settings, load_settings, unknown_env
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -105,4 +106,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
                                                   "redis_cluster_nodes", "redis_sentinel_tls", "redis_tls_ca_file",
                                                   "redis_tls_cert_file", "redis_tls_key_file", "key_prefix",
                                                   "controller")}
+    for warning in unknown_env(os.environ):
+        print(f"namesrv: warning: {warning}", file=sys.stderr)
     return load_settings(file=getattr(args, "config_file", None), flags=flags)

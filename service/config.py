@@ -5,6 +5,7 @@ descriptors the CLI, `-p`, the Helm chart's tests and the config endpoint read) 
 so a name or a default can never exist in one place only.
 """
 
+import difflib
 import ipaddress
 import os
 import re
@@ -357,6 +358,13 @@ SETTINGS: tuple[Setting, ...] = tuple(
     for f in fields(Settings)
 )
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+ENV_NAMES: frozenset[str] = frozenset(s.env for s in SETTINGS)
+# NAMESRV_ variables that are not ours to check: RocketMQ's clients and mqadmin read NAMESRV_ADDR, `namesrv admin`
+# NAMESRV_SERVER, the robustness tier its own; and Kubernetes gives every pod <SERVICE>_SERVICE_HOST, _PORT=tcp://…
+# and the like for every Service of its namespace (one named namesrv-… makes NAMESRV_… variables).
+OTHERS_ENV = re.compile(r"NAMESRV_(ADDR|SERVER|ROBUSTNESS_\w+)"
+                        r"|\w+_SERVICE_(HOST|PORT\w*)|\w+_PORT_\d+_(TCP|UDP|SCTP)\w*")
+SERVICE_LINK = re.compile(r"(tcp|udp|sctp)://")  # the value of Kubernetes' <SERVICE>_PORT
 RUNTIME_NAMES: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.runtime)
 # Keys the config endpoint must never accept, whatever spelling (cf. CVE-2023-37582).
 CONFIG_BLACKLIST = frozenset({"configblacklist", "configstorepath", "kvconfigpath", "rocketmqhome"})
@@ -441,7 +449,15 @@ def load_settings(
             values[name] = parse_value(BY_NAME[name], raw)
     for s in SETTINGS:
         if s.env in env:
-            values[s.name] = parse_value(s, env[s.env])
+            try:
+                values[s.name] = parse_value(s, env[s.env])
+            except ConfigError as exc:
+                if SERVICE_LINK.match(env[s.env]):
+                    raise ConfigError(f"{exc}: that is how Kubernetes links a Service named "
+                                      f"{s.env.removesuffix('_PORT').lower().replace('_', '-')} into every pod of "
+                                      "its namespace; set enableServiceLinks: false in the pod spec (the chart "
+                                      "does), or rename that Service") from None
+                raise
     for name, raw in (flags or {}).items():
         if raw is None:
             continue
@@ -449,6 +465,19 @@ def load_settings(
     settings = Settings(**values)
     check_cross(settings)
     return settings
+
+
+def unknown_env(env: Mapping[str, str]) -> list[str]:
+    """The NAMESRV_ variables of `env` that are no setting (a typo keeps the setting's default silently), each with
+    the likely one: warnings, not errors, since other tools read NAMESRV_ variables too (OTHERS_ENV)."""
+    said = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in ENV_NAMES or OTHERS_ENV.fullmatch(name) or (
+                name.endswith("_PORT") and SERVICE_LINK.match(env[name])):
+            continue
+        close = difflib.get_close_matches(name, ENV_NAMES, n=1, cutoff=0.8)
+        said.append(f"{name} is not a setting, ignored" + (f" (did you mean {close[0]}?)" if close else ""))
+    return said
 
 
 def check_cross(s: Settings) -> None:

@@ -298,6 +298,9 @@ def test_pods_hardened(render, values):
     for name, spec in r.pod_specs():
         pod_sc = spec.get("securityContext", {})
         assert spec.get("automountServiceAccountToken") is False, name
+        # a Service named namesrv-… in the namespace would otherwise set NAMESRV_PORT=tcp://… in every pod, which
+        # the workers read as their port setting and refuse to start on (issue 39, second round)
+        assert spec.get("enableServiceLinks") is False, name
         for c in spec["containers"]:
             sc = c.get("securityContext", {})
             where = f"{name}/{c['name']}"

@@ -79,6 +79,37 @@ def test_print_config_masks_secrets(capsys, monkeypatch):
     assert len(out.strip().splitlines()) == len(SETTINGS)
 
 
+def test_a_mistyped_environment_variable_is_named(capsys, monkeypatch):
+    """`NAMESRV_PROT=18090 namesrv serve -p` printed NAMESRV_PORT=8080 and nothing else: in a Deployment's env a
+    typo silently keeps the default (issue 39, second round), while the same typo in a -c file is refused. A
+    warning, not an error: NAMESRV_ADDR is RocketMQ's own client variable, NAMESRV_SERVER the admin CLI's."""
+    monkeypatch.setenv("NAMESRV_PROT", "18090")
+    monkeypatch.setenv("NAMESRV_REDIS_PASWORD", "s3cret")
+    monkeypatch.setenv("NAMESRV_ADDR", "10.0.0.1:9876")
+    monkeypatch.setenv("NAMESRV_SERVER", "http://10.0.0.1:8080")
+    assert main(["serve", "-p"]) == 0
+    said = capsys.readouterr()
+    assert "NAMESRV_PORT=8080" in said.out
+    assert said.err.splitlines() == [
+        "namesrv: warning: NAMESRV_PROT is not a setting, ignored (did you mean NAMESRV_PORT?)",
+        "namesrv: warning: NAMESRV_REDIS_PASWORD is not a setting, ignored (did you mean NAMESRV_REDIS_PASSWORD?)"]
+
+
+def test_kubernetes_service_links_are_told_apart(capsys, monkeypatch):
+    """Kubernetes gives every pod <SERVICE>_PORT=tcp://… and the like for each Service of its namespace: those are
+    not typos, and a Service named `namesrv` (a RocketMQ NameServer's usual name) sets NAMESRV_PORT itself."""
+    monkeypatch.setenv("NAMESRV_RMQ_NAMESRV_SERVICE_HOST", "10.96.0.5")
+    monkeypatch.setenv("NAMESRV_RMQ_NAMESRV_PORT", "tcp://10.96.0.5:8080")
+    monkeypatch.setenv("NAMESRV_RMQ_NAMESRV_PORT_8080_TCP_ADDR", "10.96.0.5")
+    assert main(["serve", "-p"]) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("NAMESRV_PORT", "tcp://10.96.0.7:9876")
+    assert main(["serve", "-p"]) == 2
+    assert capsys.readouterr().err == "namesrv: configuration error: port: expected an integer, got " \
+        "'tcp://10.96.0.7:9876': that is how Kubernetes links a Service named namesrv into every pod of its " \
+        "namespace; set enableServiceLinks: false in the pod spec (the chart does), or rename that Service\n"
+
+
 def test_cli_errors_exit_2(capsys, monkeypatch):
     monkeypatch.setenv("NAMESRV_PORT", "nope")
     assert main(["serve"]) == 2
