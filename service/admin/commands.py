@@ -396,7 +396,7 @@ def cmd_watch(api: Api, args: argparse.Namespace, out: Out) -> int:
     def frame(data: dict[str, Any]) -> Any:
         where = f"cluster {args.cluster}" if args.cluster else "all clusters"
         return render.brokers(data, title=f"Live brokers, {where}, as of {display.when(data['now'])} "
-                                          f"(every {args.interval:g} s, Ctrl-C to stop)")
+                                          f"(every {args.interval:g} s, Ctrl-C to stop)", fit=True)
 
     shown = 0
     try:

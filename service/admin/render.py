@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from rich import box
@@ -41,7 +41,7 @@ def show(console: Console, renderable: RenderableType) -> None:
     console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
-GAP, TIGHT_GAP = 3, 2  # cells between two columns: their padding and the (blank) rule; tighter when narrow
+GAP, TIGHT_GAP, TIGHTEST_GAP = 3, 2, 1  # cells between two columns: their padding and the (blank) rule
 
 
 @dataclass
@@ -58,6 +58,7 @@ class Layout:
     widths: list[int]  # theirs
     headers: list[str]  # theirs, a long one split over lines where its values are narrower
     gap: int
+    folded: set[int] = field(default_factory=set)  # columns narrower than a value: it goes on over more lines
 
     @property
     def width(self) -> int:
@@ -69,11 +70,15 @@ class FittedTable:
     never cut. On a narrow terminal the least useful columns go first (each table says which, in order), then
     lists and values wrap inside their columns, then the columns move closer and a header wider than its values
     takes two lines; a line still wider than the terminal is the terminal's to wrap. Piped, the width is
-    unlimited: every column, every value in full."""
+    unlimited: every column, every value in full.
 
-    def __init__(self, columns: list[Column], title: str | None = None) -> None:
+    `fit`: for a table redrawn in place (`watch`), which the terminal cannot wrap (what passes the width is cut):
+    then the columns close up to one cell, and the widest go on over more lines, every character still shown."""
+
+    def __init__(self, columns: list[Column], title: str | None = None, fit: bool = False) -> None:
         self.columns = columns
         self.title = title
+        self.fit = fit
         self.rows: list[list[RenderableType]] = []
 
     def add_row(self, *cells: RenderableType) -> None:
@@ -111,17 +116,26 @@ class FittedTable:
             if len(words) > 1 and values[i] < natural[i]:
                 widths[i] = max(values[i], *(len(w) for w in words))
                 headers[i] = "\n".join(words)
-        fits()
+        if fits() or not self.fit:
+            return out
+        out.gap = TIGHTEST_GAP
+        while not fits():
+            i = max(shown, key=lambda i: widths[i])
+            if widths[i] <= 1:
+                break
+            widths[i] -= 1
+            out.folded.add(i)
         return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         lay = self.layout(options.max_width)
+        padding = {GAP: (0, 1), TIGHT_GAP: (0, 1, 0, 0), TIGHTEST_GAP: (0, 0)}[lay.gap]
         t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold", title=self.title,
-                  title_justify="left", title_style="bold", padding=(0, 1) if lay.gap == GAP else (0, 1, 0, 0))
+                  title_justify="left", title_style="bold", padding=padding)
         for i, header, w in zip(lay.shown, lay.headers, lay.widths, strict=True):
             c = self.columns[i]
-            t.add_column(header, justify="right" if c.right else "left", width=w, no_wrap=not c.wrap,
-                         overflow="fold")
+            t.add_column(header, justify="right" if c.right else "left", width=w,
+                         no_wrap=not (c.wrap or i in lay.folded), overflow="fold")
         for row in self.rows:
             t.add_row(*(row[i] for i in lay.shown))
         yield from console.render(t, options.update(width=max(options.max_width, lay.width)))
@@ -136,14 +150,14 @@ def _len(cell: RenderableType) -> int:
 
 
 def table(*columns: str, title: str | None = None, drop: tuple[str, ...] = (),
-          wrap: tuple[str, ...] = ()) -> FittedTable:
+          wrap: tuple[str, ...] = (), fit: bool = False) -> FittedTable:
     """An aligned table; columns named with a trailing '>' are right-aligned (numbers). `drop` names the columns
     that may go on a narrow terminal, least useful first; `wrap` those that may wrap (lists, values). Every other
     column is shown in full, always."""
     names = [c.rstrip(">") for c in columns]
     assert set(drop) | set(wrap) <= set(names), (drop, wrap)
     return FittedTable([Column(n, c.endswith(">"), drop.index(n) + 1 if n in drop else 0, n in wrap)
-                        for n, c in zip(names, columns, strict=True)], title)
+                        for n, c in zip(names, columns, strict=True)], title, fit)
 
 
 def health(age_ms: int, timeout_ms: int) -> str:
@@ -155,10 +169,10 @@ def health(age_ms: int, timeout_ms: int) -> str:
 _STYLE = {"ok": "green", "warn": "yellow", "bad": "bold red"}
 
 
-def brokers(data: dict[str, Any], title: str | None = None) -> FittedTable:
-    """GET /v1/brokers as a table: one row per live (cluster, address)."""
+def brokers(data: dict[str, Any], title: str | None = None, fit: bool = False) -> FittedTable:
+    """GET /v1/brokers as a table: one row per live (cluster, address); `fit` for `watch` (FittedTable)."""
     t = table("CLUSTER", "BROKER", "ID>", "ROLE", "ADDRESS", "LAST HEARTBEAT>", "TIMEOUT>", "DATA VERSION", "TOPICS>",
-              title=title, drop=("DATA VERSION", "TIMEOUT", "TOPICS"))
+              title=title, drop=("DATA VERSION", "TIMEOUT", "TOPICS"), fit=fit)
     for b in data["brokers"]:
         age = b.get("ageMillis", max(0, data["now"] - b["lastHeartbeat"]))
         t.add_row(b["cluster"], b["brokerName"], str(b["brokerId"]), display.role(b["brokerId"]), b["brokerAddr"],

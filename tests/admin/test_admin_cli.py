@@ -246,6 +246,13 @@ def test_watch_refreshes(server):
     assert [len(orjson.loads(line)["brokers"]) for line in lines] == [8, 8]
     code, seen = run_on_terminal(server, ["watch", "--count", "2", "--interval", "0.1"], b"")
     assert code == 0 and "LAST HEARTBEAT" in seen and "10.0.2.21:10911" in seen
+    # redrawn in place, a line wider than the terminal is cut, not wrapped: at 60 columns the heartbeat ages, what
+    # `watch` is for, were cut off every refresh (issue 39, second round); now the table fits, every value whole
+    code, seen = run_on_terminal(server, ["watch", "--count", "1", "--cluster", "ClusterA"], b"", columns=54)
+    lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line).rstrip() for line in seen.splitlines()]
+    assert code == 0 and all(len(line) <= 54 for line in lines), seen
+    rows = [line.split() for line in lines if ":10911" in line]
+    assert rows and all(re.fullmatch(r"[0-9.]+", row[-2]) and row[-1] in ("ms", "s") for row in rows), seen
 
 
 def test_the_token_is_never_on_the_command_line(server, tmp_path):

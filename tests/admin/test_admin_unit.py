@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import io
 import os
+import re
 
 import pytest
 
@@ -229,6 +231,34 @@ def test_when_even_the_kept_columns_are_wider_the_terminal_wraps_rather_than_any
     lines = on_terminal(render.brokers(LONG_FLEET), 40)
     text = "\n".join(lines)
     assert "…" not in text and "10.200.100.113:10911" in text and "broker-orders-b" in text
+
+
+def redrawn(renderable, columns: int) -> list[str]:
+    """What `watch` shows: the renderable in rich's Live, which cuts what passes the terminal's width."""
+    from rich.console import Console
+    from rich.live import Live
+
+    out = io.StringIO()
+    console = Console(file=out, width=columns, height=200, force_terminal=True, color_system=None)
+    with Live(renderable, console=console, auto_refresh=False):
+        pass
+    lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line).rstrip() for line in out.getvalue().splitlines()]
+    last = max(i for i, line in enumerate(lines) if line.startswith("Live brokers"))  # Live draws on stop too
+    return lines[last:]
+
+
+def test_a_table_redrawn_in_place_fits_the_terminal_with_every_character():
+    """`watch` at 60 columns showed `HEARTB` and no age at all: Live cuts what passes the width (issue 39, second
+    round). Its table closes up, then folds its widest values over more lines: every character is still there."""
+    shown = ["Live brokers", "CLUSTER", "BROKER", "ID", "ROLE", "ADDRESS", "LAST HEARTBEAT"]
+    for b in LONG_FLEET["brokers"]:
+        shown += [b["cluster"], b["brokerName"], str(b["brokerId"]), display.role(b["brokerId"]), b["brokerAddr"],
+                  display.age(b["ageMillis"])]
+    expected = collections.Counter("".join(shown).replace(" ", ""))
+    for columns in (70, 60, 40):
+        lines = redrawn(render.brokers(LONG_FLEET, title="Live brokers", fit=True), columns)
+        assert all(len(line) <= columns for line in lines), (columns, lines)
+        assert collections.Counter("".join(lines).replace(" ", "").replace("─", "")) == expected, (columns, lines)
 
 
 def test_lists_and_values_wrap_inside_their_column_whole_words_kept():
