@@ -66,9 +66,11 @@ from service.models import (
     topic_name,
 )
 from service.store import RouteStore, SnapshotStore
+from service.store.keys import ORDER_TOPIC_CONFIG
 from service.store.outage import cause_unplaced
 
 log = logging.getLogger(__name__)
+EXPIRE_CALLS = 1000  # bounded expiry script calls per scan (each at most expire_batch brokers)
 OFFLOAD_BYTES = 256 * 1024  # registration bodies from this size on (about 2 000 topics) are parsed in a process
 TOPIC_LIST_KINDS = ("all", "cluster", "system", "unit", "unitsub", "unitsub-ununit")
 
@@ -186,6 +188,7 @@ class NameServer:
         self._registered = {r: self.metrics.registrations.labels(result=r) for r in ("ok", "fenced", "unchanged")}
         self.bases = RegistrationBases()  # the last table sent per broker: what a changed one is a delta of
         self.routes.state_listeners.append(self.unchanged.invalidate)
+        self._expiring = 0  # this worker's expiry scans under way
         self._parsers: ProcessPoolExecutor | None = None  # large registration bodies are parsed there
         self._apply_switches({})
 
@@ -337,12 +340,15 @@ class NameServer:
             if base is not None and base[0] != digest:
                 delta = TopicDelta.between(base[0], base[1], req.table)
             self.bases.sent(key, digest, req.table)
-        res = await self.store.register_broker(
-            req, default_timeout_ms=s.broker_timeout_ms,
-            delete_topic_with_broker_registration=s.delete_topic_with_broker_registration,
-            return_order_topic_config=s.return_order_topic_config_to_broker,
-            single_topic_guard=single_topic_guard, connection=connection, cross_cluster_topics=guarded,
-            digest=digest, delta=delta)
+        try:
+            res = await self.store.register_broker(
+                req, default_timeout_ms=s.broker_timeout_ms,
+                delete_topic_with_broker_registration=s.delete_topic_with_broker_registration,
+                return_order_topic_config=s.return_order_topic_config_to_broker,
+                single_topic_guard=single_topic_guard, connection=connection, cross_cluster_topics=guarded,
+                digest=digest, delta=delta)
+        finally:  # other bytes of the broker (or its address under another brokerName, which leaves that one)
+            self._changed([req.broker_name, *self.unchanged.holding(req.cluster, req.broker_addr)])
         if delta is not None:
             if res.delta:
                 self.bases.applied += 1
@@ -353,9 +359,10 @@ class NameServer:
 
     def _unchanged_from_memory(self, who: Principal, digest: str, connection: str) -> RegisterBrokerResult | None:
         """The store's answer to the same bytes on this connection, while no change to that broker was heard of
-        and the change events are fresh (service/core/unchanged.py); the broker's liveness goes with the next
-        heartbeat batch. None: ask the store. Not for a cluster-bound credential (the store checks its guard)."""
-        if who.cluster_bound or self.liveness.interval <= 0 or not self.routes.fresh:
+        and the change events are fresh (service/core/unchanged.py), and no expiry scan of this worker is under
+        way; the broker's liveness goes with the next heartbeat batch. None: ask the store. Not for a cluster-bound
+        credential (the store checks its guard)."""
+        if who.cluster_bound or self.liveness.interval <= 0 or self._expiring or not self.routes.fresh:
             return None
         answer = self.unchanged.get(digest, connection)
         if answer is None:
@@ -379,6 +386,17 @@ class NameServer:
             single_topic_guard=single_topic_guard, connection=connection, cross_cluster=who.cluster_bound,
             cross_cluster_topics=who.cluster_bound and not s.allow_cross_cluster_topics,
             clusters=sorted(who.clusters) if limited else None)
+
+    def _changed(self, broker_names: Iterable[str] | None) -> None:
+        """This worker changed, or may have changed, these brokers' registration state (None: any broker's): its
+        answers from memory to their unchanged registrations end now, before the change is acknowledged, not when
+        the change's event comes back (service/core/unchanged.py; docs/deviations.md)."""
+        self.unchanged.invalidate(None if broker_names is None else list(broker_names))
+
+    def _changed_kv(self, namespaces: Iterable[str]) -> None:
+        """A KV write: the order-topic table is in every answer to a registration."""
+        if ORDER_TOPIC_CONFIG in namespaces:
+            self._changed(None)
 
     async def _parse_registration(self, decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes,
                                   cost: int | None = None) -> RegisterBroker:
@@ -427,7 +445,10 @@ class NameServer:
         self.access.require(who, Role.BROKER)
         ident = BrokerIdentity.parse(body)
         self.access.require(who, Role.BROKER, ident.cluster)
-        res = await self.store.unregister_broker(ident)
+        try:
+            res = await self.store.unregister_broker(ident)
+        finally:
+            self._changed([ident.broker_name])
         self.metrics.unregistrations.inc()
         return UNREGISTER_RESULTS[res]
 
@@ -435,7 +456,13 @@ class NameServer:
         """A native connection closed (RocketMQ onChannelDestroy): unregister the brokers that registered on it
         and have not registered again since through another connection, worker or door."""
         self.unchanged.connection_closed(connection)
-        removed = await self.store.drop_connection(connection, members)
+        members = list(members)
+        try:
+            removed = await self.store.drop_connection(connection, members)
+        except BaseException:  # it may have dropped any of them
+            self._changed([n for cluster, addr in members for n in self.unchanged.holding(cluster, addr)])
+            raise
+        self._changed([name for _, _, name, _ in removed])
         for cluster, addr, name, _ in removed:
             log.warning("broker removed, its connection closed: cluster=%s brokerName=%s brokerAddr=%s",
                         cluster, name, addr)
@@ -527,27 +554,46 @@ class NameServer:
         topic_name(topic)
         if cluster is not None:
             entity_name(cluster, "cluster")
-        return await self.store.delete_topic(topic, cluster)
+        try:  # a broker's next registration brings the topic back: not answered from memory
+            return await self.store.delete_topic(topic, cluster)
+        finally:
+            self._changed(None)  # which brokers served it, the store knows
 
     async def register_topic(self, who: Principal, topic: str, body: Mapping[str, Any]) -> int:
         """REGISTER_TOPIC_IN_NAMESRV: `body` holds `queueDatas`; all or nothing (an unknown broker: nothing)."""
         self.access.require(who, Role.ADMIN)
         topic_name(topic)
-        return await self.store.register_topic(topic, parse_queue_datas(body))
+        queue_datas = parse_queue_datas(body)
+        try:
+            return await self.store.register_topic(topic, queue_datas)
+        finally:
+            self._changed([q.broker_name for q in queue_datas])
 
     async def wipe_write_perm(self, who: Principal, broker_name: str) -> int:
         self.access.require(who, Role.ADMIN)
-        return await self.store.wipe_write_perm(entity_name(broker_name, "brokerName"))
+        name = entity_name(broker_name, "brokerName")
+        try:
+            return await self.store.wipe_write_perm(name)
+        finally:
+            self._changed([name])
 
     async def add_write_perm(self, who: Principal, broker_name: str) -> int:
         self.access.require(who, Role.ADMIN)
-        return await self.store.add_write_perm(entity_name(broker_name, "brokerName"))
+        name = entity_name(broker_name, "brokerName")
+        try:
+            return await self.store.add_write_perm(name)
+        finally:
+            self._changed([name])
 
     # ------------------------------------------------------------------ KV config
 
     async def kv_put(self, who: Principal, namespace: str, key: str, value: str) -> None:
         self.access.require(who, Role.ADMIN)
-        await self.store.kv_put(kv_name(namespace, "namespace"), kv_name(key, "key"), kv_value(value))
+        ns, k, v = kv_name(namespace, "namespace"), kv_name(key, "key"), kv_value(value)
+        try:
+            await self.store.kv_put(ns, k, v)
+        finally:
+            self._changed_kv([ns])
 
     async def kv_get(self, who: Principal, namespace: str, key: str) -> str:
         self.access.require(who, Role.READ)
@@ -555,7 +601,11 @@ class NameServer:
 
     async def kv_delete(self, who: Principal, namespace: str, key: str) -> bool:
         self.access.require(who, Role.ADMIN)
-        return await self.store.kv_delete(kv_name(namespace, "namespace"), kv_name(key, "key"))
+        ns, k = kv_name(namespace, "namespace"), kv_name(key, "key")
+        try:
+            return await self.store.kv_delete(ns, k)
+        finally:
+            self._changed_kv([ns])
 
     async def kv_list(self, who: Principal, namespace: str) -> KvTable:
         self.access.require(who, Role.READ)
@@ -575,7 +625,11 @@ class NameServer:
                 self._parsers, parse_kv_import, decode, raw)
         if not dry_run:
             self.access.require(who, Role.ADMIN)
-        before = await self.store.kv_import(table, replace=replace, dry_run=dry_run)
+        try:
+            before = await self.store.kv_import(table, replace=replace, dry_run=dry_run)
+        finally:
+            if not dry_run:
+                self._changed_kv(table)
         return KvImportResult.of(table, before, dry_run=dry_run, replace=replace)
 
     async def kv_export(self, who: Principal, namespaces: list[str]) -> dict[str, dict[str, str]]:
@@ -673,10 +727,27 @@ class NameServer:
         of large brokers that a worker left half-swept (it died mid-way)."""
         started = time.perf_counter()
         await self.store.finish_sweeps()
-        res = await self.store.expire_all(batch=self.base_settings.expire_batch,
-                                          grace_ms=self.base_settings.heartbeat_flush_ms)
+        expired: list[tuple[str, str, str]] = []
+        try:
+            for _ in range(EXPIRE_CALLS):
+                # in the worker's turn (the store's call takes no other), and no answer from memory meanwhile: the
+                # broker it would answer may be expiring right now
+                async with self.store.turn():
+                    self._expiring += 1
+                    try:
+                        res = await self.store.expire(self.base_settings.expire_batch,
+                                                      grace_ms=self.base_settings.heartbeat_flush_ms)
+                        self._changed([name for _, _, name in res.expired])
+                    finally:
+                        self._expiring -= 1
+                expired += res.expired
+                if not res.more:
+                    break
+        except BaseException:  # it may have expired brokers it could not say
+            self._changed(None)
+            raise
         self.metrics.scan_seconds.observe(time.perf_counter() - started)
-        for cluster, addr, name in res.expired:
+        for cluster, addr, name in expired:
             log.warning("broker expired: cluster=%s brokerName=%s brokerAddr=%s", cluster, name, addr)
-        self.metrics.expirations.inc(len(res.expired))
-        return res.expired
+        self.metrics.expirations.inc(len(expired))
+        return expired

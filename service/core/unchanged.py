@@ -8,17 +8,22 @@ the same bytes on the same connection again from memory, records the broker's li
 changed: every script that changes a broker's queue data, addresses, liveness (removal) or its registration
 publishes "!<brokerName>" ("!*": every broker, the order-topic table the answers carry), and the route cache's
 listener drops the answers of that broker here; a flush of the route cache (a missed event, a resubscription, a
-stale subscription) drops them all, and none is used while the route cache is not fresh.
+stale subscription) drops them all, and none is used while the route cache is not fresh. A change this worker
+makes itself (a registration in full, an unregistration, a closed connection's drop, an expiry, an admin write)
+drops the answers it affects on the spot, before it is acknowledged (NameServer._changed), not when its event
+comes back.
 
 An answer confirmed before an invalidation that arrived while the store was being asked is never kept (epoch).
 What an acknowledgement means is the heartbeat's (liveness.py): a registration answered from memory in the instant
-between another worker removing the broker and this worker hearing of it (a pub/sub delivery) is acknowledged but
-not applied; the broker's next registration, its state changed, goes to the store and is applied in full.
+between another worker changing the broker (removing it, deleting one of its topics, registering other bytes of it)
+and this worker hearing of it (a pub/sub delivery) is acknowledged but not applied; the broker's next registration,
+its state changed, goes to the store and is applied in full.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from service.models import RegisterBrokerResult
 
@@ -38,6 +43,7 @@ class UnchangedAnswers:
         self._answers: dict[tuple[str, str], Answer] = {}  # (digest, connection) -> answer
         self._by_broker: dict[str, set[tuple[str, str]]] = {}
         self._by_connection: dict[str, set[tuple[str, str]]] = {}
+        self._by_member: dict[tuple[str, str], set[tuple[str, str]]] = {}  # (cluster, brokerAddr) -> keys
         self.max_answers = max_answers
         self.epoch = 0  # bumped by every invalidation: an answer confirmed across one is not kept
         self.hits = 0
@@ -63,6 +69,7 @@ class UnchangedAnswers:
         self._answers[key] = answer
         self._by_broker.setdefault(answer.broker_name, set()).add(key)
         self._by_connection.setdefault(connection, set()).add(key)
+        self._by_member.setdefault((answer.cluster, answer.broker_addr), set()).add(key)
 
     def invalidate(self, broker_names: list[str] | None) -> None:
         """The registration state of these brokers (None: of every broker) may have changed."""
@@ -71,10 +78,15 @@ class UnchangedAnswers:
             self._answers.clear()
             self._by_broker.clear()
             self._by_connection.clear()
+            self._by_member.clear()
             return
         for name in broker_names:
             for key in list(self._by_broker.get(name, ())):
                 self._forget(key)
+
+    def holding(self, cluster: str, broker_addr: str) -> set[str]:
+        """The brokers with answers for this address (one that registers under another brokerName leaves them)."""
+        return {self._answers[key].broker_name for key in self._by_member.get((cluster, broker_addr), ())}
 
     def connection_closed(self, connection: str) -> None:
         for key in list(self._by_connection.get(connection, ())):
@@ -84,9 +96,14 @@ class UnchangedAnswers:
         answer = self._answers.pop(key, None)
         if answer is None:
             return
-        for index, name in ((self._by_broker, answer.broker_name), (self._by_connection, key[1])):
-            keys = index.get(name)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del index[name]
+        _unindex(self._by_broker, answer.broker_name, key)
+        _unindex(self._by_connection, key[1], key)
+        _unindex(self._by_member, (answer.cluster, answer.broker_addr), key)
+
+
+def _unindex(index: dict[Any, set[tuple[str, str]]], name: Any, key: tuple[str, str]) -> None:
+    keys = index.get(name)
+    if keys is not None:
+        keys.discard(key)
+        if not keys:
+            del index[name]

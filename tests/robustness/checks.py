@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,30 +123,29 @@ def expiries(hist: History, b: Bounds, life: BrokerLife, end: int) -> list[tuple
     return out
 
 
-def change_times(hist: History, broker: str) -> list[int]:
-    return sorted(at for at, payload in hist.events
-                  if any(line in ("!" + broker, "!*", "*", "@" + broker) for line in payload.split("\n")[1:]))
+def changes_to(hist: History, life: BrokerLife) -> list[Op]:
+    """The client writes that change what a registration of the broker's same bytes must do (its removal, a
+    deletion of one of its topics, other bytes of it), whichever worker made them."""
+    return [o for o in hist.ops if o.kind in ("unreg", "close") and o.args.get("broker") == life.name
+            or o.kind == "reg" and o.args["broker"] == life.name and not o.args.get("same")
+            or o.kind == "delete" and o.args["topic"] in life.topics]
 
 
-def may_lose(op: Op, hist: History, b: Bounds, changes: list[int], removals: list[Op],
-             deletes: list[Op]) -> bool:
+def may_lose(op: Op, b: Bounds, changes: list[Op], expiries: list[tuple[int, int, int]]) -> bool:
     """The declared loss (docs/deviations.md): a registration of the same bytes on the same connection, answered
-    from memory in the instant between a change to its broker and the worker hearing of it (within Δ: a worker
-    whose change feed is not confirmed within Δ answers nothing from memory) is acknowledged but not applied."""
+    from memory in the instant between a change to its broker made elsewhere and the worker hearing of it (within Δ:
+    a worker whose change feed is not confirmed within Δ answers nothing from memory) is acknowledged but not
+    applied. Elsewhere: through another worker (an unregistration, a closed connection it holds, a deletion of one
+    of the broker's topics, other bytes of the broker), or an expiry (whichever worker's scan ran it: the history
+    does not say). A worker's own changes end its answers before they are acknowledged: they allow no loss."""
     if not op.args.get("same"):
         return False
     lo, hi = op.call - b.delta, (op.ret if op.ret != OPEN else 1 << 62) + 200 * MS
-    i = bisect.bisect_left(changes, lo)
-    if i < len(changes) and changes[i] <= hi:
-        return True
-    for x in [*removals, *deletes]:
+    for x in changes:
         x_end = x.ret if x.ret != OPEN and x.status == "ok" else 1 << 62
-        if x.call <= hi and x_end >= lo:
+        if x.worker != op.worker and x.call <= hi and x_end >= lo:
             return True
-    for lost, back in hist.event_gaps:  # the observer was not listening: a change may have gone unseen
-        if lost <= hi and back >= lo:
-            return True
-    return False
+    return any(earliest <= hi and (latest == OPEN or latest >= lo) for earliest, latest, _ in expiries)
 
 
 def lanes(ops: list[dict[str, Any]]) -> None:
@@ -189,14 +187,11 @@ def prepare(hist: History, b: Bounds | None = None) -> dict[str, Any]:
         base.append({"p": p, "call": call, "ret": ret, "in": inp, "out": out or {}, "_read": is_read,
                      "_stream": o.stream})
 
-    deletes_of: dict[str, list[Op]] = defaultdict(list)
-    for o in hist.ops:
-        if o.kind == "delete":
-            deletes_of[o.args["topic"]].append(o)
-    changes = {name: change_times(hist, name) for name in life}
+    changes = {name: changes_to(hist, lf) for name, lf in life.items()}
+    may_expire = {name: expiries(hist, b, lf, end) for name, lf in life.items()}
     # what only some brokers need (and would otherwise make every order of their no-op registrations a state of
     # its own): contact numbers for those that may expire, connections for those whose connection closed
-    silent = {name for name, lf in life.items() if expiries(hist, b, lf, end)}
+    silent = {name for name, windows in may_expire.items() if windows}
     closing = {o.args["broker"] for o in hist.ops if o.kind == "close"}
 
     for o in hist.ops:
@@ -205,9 +200,7 @@ def prepare(hist: History, b: Bounds | None = None) -> dict[str, Any]:
             continue  # a failed read says nothing
         if k == "reg":
             name = o.args["broker"]
-            lf = life[name]
-            lose = may_lose(o, hist, b, changes[name], lf.removals,
-                            [d for t in lf.topics for d in deletes_of.get(t, [])])
+            lose = may_lose(o, b, changes[name], may_expire[name])
             common = {"b": name, "dv": o.args["dv"], "conn": (o.args.get("conn") or "") if name in closing else "",
                       "seq": o.args["seq"] if name in silent else 0,
                       "lose": lose, "chunked": o.args.get("chunked", False), "sticky": bool(o.args.get("same"))}
@@ -241,7 +234,7 @@ def prepare(hist: History, b: Bounds | None = None) -> dict[str, Any]:
             add(f"kv:{o.args['key']}", o, {"k": "kvget"}, {"value": o.result})
 
     for name, lf in life.items():  # the expiries the broker's contacts allow
-        for earliest, latest, before in expiries(hist, b, lf, end):
+        for earliest, latest, before in may_expire[name]:
             inp = {"k": "expire", "b": name, "seq": before, "desc": f"{name} silent past its timeout"}
             for p in [f"route:{t}" for t in lf.topics & read_topics] + ["cluster"]:
                 base.append({"p": p, "call": earliest, "ret": latest, "in": dict(inp), "out": {}, "_read": False,

@@ -3,8 +3,8 @@ each worker its own process on its own loopback ports, so a fault can hit one of
 same ports, SIGSTOP/SIGCONT) while the traffic goes on through the others.
 
 `source` runs the workers from another copy of the source tree (tests/robustness/planted.py makes one with a
-planted bug); the default is this checkout. `Observer` listens to the registry's change events, only to date
-expiries (the one write no client makes) in the history.
+planted bug); the default is this checkout. `Observer` records the registry's change events in the history, for
+a person reading a report (the checks date what no client does — expiries — from the brokers' contacts).
 """
 
 from __future__ import annotations
@@ -118,8 +118,8 @@ class Worker:
 
 
 class Observer:
-    """Subscribed to `{P}:changes`: when each broker's removal was published (`!<brokerName>` lines), on the
-    history's clock. Reconnects by itself (a `CLIENT KILL TYPE pubsub` hits it too)."""
+    """Subscribed to `{P}:changes`: every change event, when it arrived, on the history's clock (and when it was not
+    listening). Reconnects by itself (a `CLIENT KILL TYPE pubsub` hits it too)."""
 
     def __init__(self, client_factory: Any, prefix: str, clock: Any) -> None:
         self._client_factory = client_factory
@@ -163,16 +163,6 @@ class Observer:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-
-    def changes_of(self, broker: str) -> list[int]:
-        """When a change to this broker's registration state was published (it may have been removed)."""
-        out = []
-        for at, payload in self.events:
-            for line in payload.split("\n")[1:]:
-                if line == "!" + broker or line == "!*" or line == "*" or line == "@" + broker:
-                    out.append(at)
-                    break
-        return out
 
 
 @dataclass
