@@ -1,7 +1,8 @@
 """The faults, one per scenario, each recorded in the history on its clock (start, end, what).
 
 Every fault here happens to a real process: a worker SIGKILLed (and started again on the same ports) or SIGSTOPped
-past the route cache's staleness bound, Redis SIGSTOPped in bursts, its primary SIGKILLed under Sentinel, the
+past the route cache's staleness bound, Redis SIGSTOPped in bursts (long ones; short stalls while hot topics change
+in bursts), its primary SIGKILLed under Sentinel, the
 pub/sub connections killed (`CLIENT KILL TYPE pubsub`), a broker paused past its timeout that resumes on the same
 connection with the same bytes, a worker SIGKILLed in the middle of a chunked registration and of a large broker's
 removal (caught in the act by watching Redis: the registration's mark, the sweep's entry).
@@ -17,9 +18,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import aiohttp
 import redis
 
 from tests.robustness.history import History
+from tests.robustness.traffic import REQUEST_TIMEOUT_S, Admin, NativeConn
 
 if TYPE_CHECKING:
     from tests.robustness.scenario import Run
@@ -78,6 +81,60 @@ async def redis_stop(run: Run) -> None:
         proc.send_signal(signal.SIGCONT)
         run.hist.fault("redis-stop", start, "redis-server SIGSTOP")
         await asyncio.sleep(run.rng.uniform(0.3, 1.0))
+
+
+STALL_CHANGES = 5  # changes per burst: four stalls in between
+STALL_BURSTS = 4
+
+
+@fault("redis-stalls")
+async def redis_stalls(run: Run) -> None:
+    """Short Redis stalls (SIGSTOP 150–300 ms) while the hot topics change in bursts — an operator wiping and
+    restoring a broker's write permission five times in a row, as a drain script does — each burst followed by a
+    quiet gap of 2.5 staleness bounds. A stall begins the moment a change is acknowledged: the workers' reads of the
+    topics it evicted queue up at Redis; it ends once the next change is queued behind them. Redis then runs both in
+    one pass and sends the change's event before the reads' replies (a pass's replies go out newest client first),
+    so a worker hears of the change while its fill, read before it, is still on its way: the fill must not be
+    cached. A route cache that kept it would serve the route from before the burst's last change through the quiet
+    gap, past Δ (the staleness check fails)."""
+    assert run.reg.redis is not None and run.reg.redis.proc is not None
+    proc = run.reg.redis.proc
+    operator = Admin(run.hist, run.reg, [], [], [], run.rng, stream="operator")
+    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S))
+    conns = [NativeConn(w, "operator") for w in run.reg.workers]
+    wiped = False
+    n = 0
+
+    async def toggle() -> None:
+        nonlocal wiped, n
+        w, door = n % len(conns), ("http", "native")[(n // len(conns)) % 2]
+        if door == "native" and conns[w].closed:
+            conns[w] = NativeConn(run.reg.workers[w], "operator")
+        n += 1
+        wiped = not wiped
+        await operator.call(session, conns[w] if door == "native" else None, w, door, "wipe" if wiped else "add",
+                            broker=run.hot_broker)
+
+    try:
+        for _ in range(STALL_BURSTS):
+            await toggle()
+            for _ in range(STALL_CHANGES - 1):
+                stalled = History.now()
+                proc.send_signal(signal.SIGSTOP)
+                await asyncio.sleep(run.rng.uniform(0.15, 0.3))  # the reads of the topics it evicted queue up
+                change = asyncio.create_task(toggle())
+                await asyncio.sleep(0.02)  # the next change queued behind them
+                proc.send_signal(signal.SIGCONT)
+                run.hist.fault("redis-stall", stalled, f"redis-server SIGSTOP, change #{n} queued behind reads")
+                await change
+            await asyncio.sleep(2.5 * run.reg.settings.staleness_ms / 1000)
+        if wiped:
+            await toggle()
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        for c in conns:
+            c.close()
+        await session.close()
 
 
 @fault("pubsub-kill")

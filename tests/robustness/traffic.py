@@ -521,6 +521,7 @@ class Admin:
     pace_s: float = 0.3
     deletes: bool = True
     kv_only: bool = False
+    stream: str = "admin"
 
     async def run(self, stop: asyncio.Event) -> None:
         session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S))
@@ -561,7 +562,7 @@ class Admin:
 
     async def call(self, session: aiohttp.ClientSession, conn: NativeConn | None, w: int, door: str, kind: str,
                    **args: Any) -> Op:
-        op = self.hist.begin(f"admin-{door}", kind, w, door, **args)
+        op = self.hist.begin(f"{self.stream}-{door}", kind, w, door, **args)
         base = self.reg.workers[w].url
         try:
             if conn is None:
