@@ -89,14 +89,14 @@ STALL_BURSTS = 4
 
 @fault("redis-stalls")
 async def redis_stalls(run: Run) -> None:
-    """Short Redis stalls (SIGSTOP 150–300 ms) while the hot topics change in bursts — an operator wiping and
-    restoring a broker's write permission five times in a row, as a drain script does — each burst followed by a
-    quiet gap of 2.5 staleness bounds. A stall begins the moment a change is acknowledged: the workers' reads of the
-    topics it evicted queue up at Redis; it ends once the next change is queued behind them. Redis then runs both in
-    one pass and sends the change's event before the reads' replies (a pass's replies go out newest client first),
-    so a worker hears of the change while its fill, read before it, is still on its way: the fill must not be
-    cached. A route cache that kept it would serve the route from before the burst's last change through the quiet
-    gap, past Δ (the staleness check fails)."""
+    """Short Redis stalls (SIGSTOP 150–300 ms: a fork for a snapshot, a slow script, a busy host) while the hot
+    topics change in bursts — an operator script wiping and restoring the write permission of their broker, five
+    changes in a row — each burst followed by a quiet gap of 2.5 staleness bounds. A stall begins the moment a
+    change is acknowledged: the workers' reads of the topics it evicted queue up at Redis; it ends once the next
+    change is queued behind them. Redis then runs both in one pass and sends the change's event before the reads'
+    replies (a pass's replies go out newest client first), so a worker hears of the change while its fill, read
+    before it, is still on its way: the fill must not be cached. A route cache that kept it would serve the route
+    from before the burst's last change through the quiet gap, past Δ (the staleness check fails)."""
     assert run.reg.redis is not None and run.reg.redis.proc is not None
     proc = run.reg.redis.proc
     operator = Admin(run.hist, run.reg, [], [], [], run.rng, stream="operator")

@@ -34,7 +34,8 @@ PLANTED = {p.name: p for p in [
     Planted("expiry-ignores-pending", "flush-lag", "an expiry that ignores heartbeats still on their way"),
     Planted("fill-keeps-stale", "hot-topics", "a cache fill that keeps a route read before a change"),
 ]}
-IN_CI = ("memory-answer-kept", "heartbeat-never-written", "fill-keeps-stale")  # the rest: --planted all
+# the rest: python -m tests.robustness --planted all (memory-answer-kept's failing history is re-checked in CI too)
+IN_CI = ("heartbeat-never-written", "fill-keeps-stale")
 
 
 def tree_with(name: str) -> Path:

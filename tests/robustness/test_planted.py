@@ -1,5 +1,5 @@
 """Planted bugs make the tier fail (issue 41, item 5). Each is a patch (planted/) applied to a copy of the source
-tree; the scenario runs its workers from that copy. CI runs two of them (about 20 s each); every one, with the
+tree; the scenario runs its workers from that copy. CI runs two of them (about 25-35 s each); every one, with the
 failure each gives, is in tests/robustness/README.md and runs with `python -m tests.robustness --planted all`."""
 
 from __future__ import annotations
