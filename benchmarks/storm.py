@@ -517,14 +517,6 @@ def run_one(kind: str, fleet: Fleet, tmp: Path, rate: int, env: dict[str, Any]) 
 
 # ---------------------------------------------------------------------------- report
 
-def cell(r: dict) -> str:
-    if r.get("error"):
-        return f"failed: {r['error'][:80]}"
-    routed = f"{r['routed_s']:.1f} s" if r.get("routed_s") is not None else "not all routed"
-    refused = f"**{r['refused']} refused**" if r["refused"] else "0 refused"
-    return f"{refused}, routed {routed}, reads p99 {r['reads']['p99_ms']} ms"
-
-
 def markdown(doc: dict) -> str:
     runs = doc["runs"]
     kinds = [k for k in SERVERS if any(r["kind"] == k for r in runs)]
@@ -532,20 +524,22 @@ def markdown(doc: dict) -> str:
     cases = list(dict.fromkeys(r["case"] for r in runs))
     by = {(r["case"], r["kind"]): r for r in runs}
     lines = [f"Measured {doc['date']} on {doc['machine']['summary']}, git {doc['git']['sha'][:10]}"
-             f"{' (dirty tree)' if doc['git']['dirty'] else ''}, `python -m benchmarks.storm{doc['argv']}`; load "
-             f"average before the runs {doc['runs'][0]['load_before'][0]} – {max(r['load_before'][0] for r in runs)}"
-             f". N brokers × M topics each, 10 clusters, every broker on its own connection, all frames written "
-             f"at once; refused = non-SUCCESS + closed + no reply within 24 s.", "",
+             f"{' (dirty tree)' if doc['git']['dirty'] else ''}, `python -m benchmarks.storm{doc['argv']}`. N "
+             f"brokers × M topics each, 10 clusters, every broker on its own connection, all frames written at once; "
+             f"refused = non-SUCCESS + closed + no reply within 24 s; acked = the last SUCCESS; all routed = every "
+             f"topic's route listing every broker of its cluster on every worker (verified from the last ack); "
+             f"route reads from t = 0 to all routed; CPU = the server's (ours: workers + redis-server) over the run; "
+             f"load = the host's 1-minute load average as the run began (2 cores).", "",
              "| N × M | server | refused | acked s | all routed s | route reads p50 / p99 / max ms (errors) "
-             "| longest Redis ms (> 20 ms) | CPU s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| longest Redis ms (> 20 ms) | CPU s | load |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for case in cases:
         for k in kinds:
             r = by.get((case, k))
             if r is None:
                 continue
             if r.get("error"):
-                lines.append(f"| {case} | {names[k]} | failed: {r['error'][:100]} | | | | | |")
+                lines.append(f"| {case} | {names[k]} | failed: {r['error'][:100]} | | | | | | |")
                 continue
             refused = str(r["refused"])
             if r["refused"]:
@@ -557,7 +551,7 @@ def markdown(doc: dict) -> str:
             redis = (f"{r['redis_longest_ms']:.1f} ({r['redis_over_20ms']})" if "redis_longest_ms" in r else "—")
             lines.append(f"| {case} | {names[k]} | {refused} | {r['acked_s']} | {r['routed_s']} | "
                          f"{reads['p50_ms']} / {reads['p99_ms']} / {reads['max_ms']}"
-                         f"{f' ({err})' if err else ''} | {redis} | {r['server_cpu_s']} |")
+                         f"{f' ({err})' if err else ''} | {redis} | {r['server_cpu_s']} | {r['load_before'][0]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -571,13 +565,17 @@ def plot(doc: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, fixed, var, label in ((axes[0], ("topics", 200), "brokers", "N brokers (M = 200 topics each)"),
                                   (axes[1], ("brokers", 100), "topics", "M topics per broker (N = 100 brokers)")):
-        for kind in SERVERS:
-            pts = sorted((r[var], r["routed_s"]) for r in runs if r["kind"] == kind and r[fixed[0]] == fixed[1])
+        for i, kind in enumerate(SERVERS):
+            pts = sorted((r[var], r["acked_s"], r["routed_s"]) for r in runs
+                         if r["kind"] == kind and r[fixed[0]] == fixed[1])
             if len(pts) > 1:
                 name = next(r["server"] for r in runs if r["kind"] == kind)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+                color = f"C{i}"
+                ax.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", color=color, label=f"{name}: all routed")
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linestyle="--", color=color,
+                        label=f"{name}: all acked")
         ax.set_xlabel(label)
-        ax.set_ylabel("s until every route lists every broker")
+        ax.set_ylabel("seconds from the storm's start")
         ax.set_xscale("log")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
