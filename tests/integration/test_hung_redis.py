@@ -6,8 +6,10 @@ Redis continues (SIGCONT). Measured numbers: benchmarks/faults.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
@@ -105,42 +107,44 @@ def registration(i: int) -> dict:
     return master(name=f"broker-{i}", addr=f"10.0.1.{i}:10911", topics=topics(10))
 
 
-async def test_a_queue_of_registrations_fails_together_against_a_hung_redis(lone_redis):
-    """Twenty registrations at once, more than a worker's turns of bulk work: those under way run out of their
-    deadline, a PING finds Redis silent, and every one waiting gets its 503 then — within the deadline and a
-    PING's, not one deadline after another."""
+@contextlib.asynccontextmanager
+async def registered_then_frozen(lone_redis) -> AsyncIterator[Callable[[int], Awaitable[tuple[int, float]]]]:
+    """A worker with one broker registered, then Redis stopped (SIGSTOP); yields `register(i)` (status, seconds)."""
     n = Namesrv(lone_redis.url, "h" + uuid.uuid4().hex[:6], redis_deadline_ms=DEADLINE_MS)
     try:
         n.wait_ready()
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:
-            assert (await timed(s, "POST", f"{n.url}/v1/brokers/register", json=registration(0)))[0] == 200
+            async def register(i: int) -> tuple[int, float]:
+                return await timed(s, "POST", f"{n.url}/v1/brokers/register", json=registration(i))
+
+            assert (await register(0))[0] == 200
             lone_redis.freeze()
-            answers = await asyncio.gather(*(timed(s, "POST", f"{n.url}/v1/brokers/register", json=registration(i))
-                                             for i in range(1, 21)))
-            assert {status for status, _ in answers} == {503}, answers
-            assert max(took for _, took in answers) < 2 * DEADLINE_MS / 1000 + 1.0, answers
-            lone_redis.thaw()
-            deadline = time.monotonic() + 15
-            while (await timed(s, "POST", f"{n.url}/v1/brokers/register", json=registration(1)))[0] != 200:
-                assert time.monotonic() < deadline, "no recovery after SIGCONT"
-                await asyncio.sleep(0.05)
+            yield register
     finally:
+        lone_redis.thaw()
         n.stop()
+
+
+async def test_a_queue_of_registrations_fails_together_against_a_hung_redis(lone_redis):
+    """Twenty registrations at once, more than a worker's turns of bulk work: those under way run out of their
+    deadline, a PING finds Redis silent, and every one waiting gets its 503 then — within the deadline and a
+    PING's, not one deadline after another."""
+    async with registered_then_frozen(lone_redis) as register:
+        answers = await asyncio.gather(*(register(i) for i in range(1, 21)))
+        assert {status for status, _ in answers} == {503}, answers
+        assert max(took for _, took in answers) < 2 * DEADLINE_MS / 1000 + 1.0, answers
+        lone_redis.thaw()
+        deadline = time.monotonic() + 15
+        while (await register(1))[0] != 200:
+            assert time.monotonic() < deadline, "no recovery after SIGCONT"
+            await asyncio.sleep(0.05)
 
 
 async def test_a_redis_slow_to_answer_delays_a_registration_instead_of_refusing_it(lone_redis):
     """Redis stopped for 1.4 s (as a starved process on a loaded host is): a registration runs out of its 1 s
     deadline, but a PING sent then is answered when Redis runs again, so it waits on for its reply and succeeds.
     Before, it answered 503 at the deadline."""
-    n = Namesrv(lone_redis.url, "h" + uuid.uuid4().hex[:6], redis_deadline_ms=DEADLINE_MS)
-    try:
-        n.wait_ready()
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:
-            assert (await timed(s, "POST", f"{n.url}/v1/brokers/register", json=registration(0)))[0] == 200
-            lone_redis.freeze()
-            asyncio.get_running_loop().call_later(1.4, lone_redis.thaw)
-            status, took = await timed(s, "POST", f"{n.url}/v1/brokers/register", json=registration(1))
-            assert status == 200 and took > 1.3, (status, took)
-    finally:
-        lone_redis.thaw()
-        n.stop()
+    async with registered_then_frozen(lone_redis) as register:
+        asyncio.get_running_loop().call_later(1.4, lone_redis.thaw)
+        status, took = await register(1)
+        assert status == 200 and took > 1.3, (status, took)

@@ -46,21 +46,26 @@ async def test_a_task_holding_a_turn_takes_no_other():
     assert gate.busy == 0
 
 
+def holding(gate: Gate, until: asyncio.Event) -> asyncio.Task[None]:
+    """A task that takes a turn and keeps it until `until` is set."""
+    async def holder() -> None:
+        async with gate.turn():
+            await until.wait()
+
+    return asyncio.create_task(holder())
+
+
+async def take(gate: Gate) -> str:
+    async with gate.turn():
+        return "served"
+
+
 async def test_a_cancelled_waiter_passes_its_turn_on():
     gate = Gate(1)
     hold = asyncio.Event()
-
-    async def holder() -> None:
-        async with gate.turn():
-            await hold.wait()
-
-    async def waiter() -> str:
-        async with gate.turn():
-            return "served"
-
-    first = asyncio.create_task(holder())
+    first = holding(gate, hold)
     await asyncio.sleep(0)
-    doomed, later = asyncio.create_task(waiter()), asyncio.create_task(waiter())
+    doomed, later = asyncio.create_task(take(gate)), asyncio.create_task(take(gate))
     await asyncio.sleep(0)
     doomed.cancel()
     hold.set()
@@ -72,18 +77,9 @@ async def test_a_cancelled_waiter_passes_its_turn_on():
 async def test_an_outage_fails_the_waiters_at_once_and_one_probe_at_a_time_goes_through():
     gate = Gate(1)
     hold = asyncio.Event()
-
-    async def holder() -> None:
-        async with gate.turn():
-            await hold.wait()
-
-    async def waiter() -> None:
-        async with gate.turn():
-            pass
-
-    first = asyncio.create_task(holder())
+    first = holding(gate, hold)
     await asyncio.sleep(0)
-    waiters = [asyncio.create_task(waiter()) for _ in range(3)]
+    waiters = [asyncio.create_task(take(gate)) for _ in range(3)]
     await asyncio.sleep(0)
     started = time.monotonic()
     gate.unavailable("the route store (Redis) is unavailable: ConnectionError; retry shortly")
@@ -95,16 +91,10 @@ async def test_an_outage_fails_the_waiters_at_once_and_one_probe_at_a_time_goes_
     await first
 
     probe_may_end = asyncio.Event()
-
-    async def probe() -> None:
-        async with gate.turn():
-            await probe_may_end.wait()
-
-    p = asyncio.create_task(probe())  # down: the first arrival is the probe ...
+    p = holding(gate, probe_may_end)  # down: the first arrival is the probe ...
     await asyncio.sleep(0)
     with pytest.raises(StoreUnavailable):  # ... and the others are answered at once while it runs
-        async with gate.turn():
-            pass
+        await take(gate)
     gate.available()  # the probe's call succeeded
     probe_may_end.set()
     await p
@@ -113,14 +103,17 @@ async def test_an_outage_fails_the_waiters_at_once_and_one_probe_at_a_time_goes_
             pass
 
 
+async def answers() -> None:
+    """A PING Redis answers."""
+
+
+async def silent() -> None:
+    """A PING Redis does not answer within its deadline."""
+    raise StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
+
+
 async def test_a_call_out_of_time_marks_the_store_down_only_if_a_ping_fails_too():
     gate = Gate(2)
-
-    async def answers() -> None:
-        return None
-
-    async def silent() -> None:
-        raise StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
 
     gate.suspect("the route store (Redis) did not answer in time", answers)
     await asyncio.wait_for(gate.checking, 2)
@@ -145,12 +138,6 @@ async def test_a_failed_ping_while_this_loop_stalled_says_nothing():
 
 async def test_a_bulk_call_out_of_time_waits_on_while_a_ping_finds_redis_there():
     gate = Gate(2)
-
-    async def answers() -> None:
-        return None
-
-    async def silent() -> None:
-        raise StoreUnavailable("the route store (Redis) did not answer in time; retry shortly")
 
     assert await gate.alive("out of time", answers) is True and gate.down is None
     assert await gate.alive("out of time", silent) is False and gate.down is not None
