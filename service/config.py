@@ -85,9 +85,9 @@ class Settings:
                                                minimum=1024, maximum=16 * 1024 * 1024 * 1024)
     remoting_max_in_flight: int = _setting(64, "requests one remoting connection may have in progress; more "
                                                "are answered SYSTEM_BUSY", minimum=1, maximum=65_536)
-    remoting_max_pending: int = _setting(4096, "requests a worker may have in progress over all remoting "
-                                               "connections; past it, connections that send more are not read "
-                                               "until some are answered",
+    remoting_max_pending: int = _setting(16_384, "requests a worker may have in progress over all remoting "
+                                                 "connections; past it, a connection with requests of its own in "
+                                                 "progress that sends more is not read until fewer are",
                                          minimum=1, maximum=1_000_000)
     remoting_standard_json: bool = _setting(False, "answer routes in standard JSON whatever the client version "
                                                    "(RocketMQ's acceptStandardJsonOnly for every request)")

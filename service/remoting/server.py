@@ -149,8 +149,8 @@ class Connection(asyncio.Protocol):
             self._stop_frame_timer()
         elif items or self.frame_timer is None:  # a frame begun in this chunk: its own deadline
             self._start_frame_timer()
-        if server.pending >= server.settings.remoting_max_pending:
-            self.wait(0)  # as many requests in progress as the worker takes: read on when some are answered
+        if server.pending >= server.settings.remoting_max_pending and self.in_flight:
+            self.wait(0)  # as many requests in progress as the worker takes, some its own: read on once fewer
         elif freed:
             server.admit()
 
@@ -161,10 +161,13 @@ class Connection(asyncio.Protocol):
         server = self.server
         server.reserve(self, 0)
         self._stop_frame_timer()
+        if self.waiting and need != self.need:  # waiting in the other queue
+            server.unqueue(self)
+            self.waiting = False
         self.need = need
         if not self.waiting:
             self.waiting = True
-            server.waiting.append(self)
+            (server.waiting if need else server.backlog).append(self)
             server.stats.waits += 1
             if self.transport is not None:
                 self.transport.pause_reading()
@@ -288,11 +291,12 @@ class RemotingServer:
         self.stats.open_now = lambda: len(self.connections)
         self.stats.partial_now = lambda: self.partial_bytes
         self.stats.handling_now = lambda: self.handling_bytes
-        self.stats.waiting_now = lambda: len(self.waiting)
+        self.stats.waiting_now = lambda: len(self.waiting) + len(self.backlog)
         self.pending = 0
         self.partial_bytes = 0  # held for incomplete frames over all connections (their declared lengths)
         self.handling_bytes = 0  # held by the requests in progress (their bodies)
         self.waiting: collections.deque[Connection] = collections.deque()  # not read until there is room
+        self.backlog: collections.deque[Connection] = collections.deque()  # not read until fewer are in progress
         self.stopping = False
         self.loop = asyncio.get_event_loop()
         self._servers: list[asyncio.AbstractServer] = []
@@ -411,8 +415,11 @@ class RemotingServer:
         conn.partial = size
 
     def admit(self) -> None:
-        """Take back waiting connections, first come first served, while there is room for them."""
+        """Take back waiting connections, first come first served, while there is room for them: those that only
+        wait for fewer requests in progress, then those whose frame waits for bytes."""
         budget, most = self.settings.remoting_max_partial_bytes, self.settings.remoting_max_pending
+        while self.backlog and self.pending < most:
+            self.backlog.popleft().resume()
         while self.waiting and self.pending < most:
             conn = self.waiting[0]
             held = self.partial_bytes + self.handling_bytes
@@ -423,7 +430,7 @@ class RemotingServer:
 
     def unqueue(self, conn: Connection) -> None:
         with contextlib.suppress(ValueError):
-            self.waiting.remove(conn)
+            (self.waiting if conn.need else self.backlog).remove(conn)
 
     def opened(self, conn: Connection) -> None:
         self.connections.add(conn)

@@ -457,3 +457,17 @@ async def test_a_connection_closing_while_redis_fails_over_still_unregisters_its
                 (await (await door.http.get("/v1/clusters/C1/brokers/broker-a")).json()
                  )["brokerMemberGroup"]["brokerAddrs"]:
             await asyncio.sleep(0.05)
+
+
+async def test_past_the_pending_bound_only_connections_with_requests_in_progress_stop_being_read(make_door):
+    """A connection whose requests are answered from the route cache (no task) keeps being read while others wait
+    for the worker's requests in progress to drain."""
+    door = await make_door(remoting_max_pending=1)
+    busy, reader = await door.client(), await door.client()
+    await register(busy)
+    assert (await reader.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).code == SUCCESS  # cached now
+    sent = [busy.send(codes.GET_BROKER_CLUSTER_INFO) for _ in range(3)]  # past the bound: busy waits
+    hits = [reader.send(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}) for _ in range(5)]
+    assert [(await reader.reply_to(o)).code for o in hits] == [SUCCESS] * 5
+    assert [(await busy.reply_to(o)).code for o in sent] == [SUCCESS] * 3
+    assert not door.server.backlog and not door.server.waiting
