@@ -52,6 +52,7 @@ import orjson
 from benchmarks import broker_frames as frames
 from benchmarks.harness import git_info, machine_info, write_results
 from benchmarks.http_bench import cpu_seconds, start, stop, wait_http, worker_env
+from benchmarks.stall_bench import command_name
 from service.remoting.codec import FrameDecoder, RemotingCommand, encode
 from tests.redis_server import RedisServer, free_port
 
@@ -407,8 +408,8 @@ class Ours(Server):
         slow = self.admin.slowlog_get(100_000)
         longest = sorted(slow, key=lambda e: -e["duration"])[:5]
         return {"redis_longest_ms": round(longest[0]["duration"] / 1000, 2) if longest else 0.0,
-                "redis_longest": [{"ms": round(e["duration"] / 1000, 2),
-                                   "command": e["command"].decode(errors="replace")[:70]} for e in longest],
+                "redis_longest": [{"ms": round(e["duration"] / 1000, 2), "command": command_name(e["command"])}
+                                  for e in longest],
                 "redis_over_20ms": sum(1 for e in slow if e["duration"] > 20_000),
                 "redis_over_1ms": len(slow), "redis_used_memory_mb": round(
                     self.admin.info("memory")["used_memory"] / 1e6, 1)}
