@@ -52,6 +52,12 @@ EXIT_OF_ERROR: dict[type[errors.NamesrvError], int] = {
     errors.Conflict: EXIT_REFUSED,
 }
 REMARK_CODE = re.compile(r" \(([A-Z][A-Z_]*)\)$")  # the code our SYSTEM_ERROR remarks end with
+FAQ_LINE = re.compile(r"\s*See \S+ for further details\.$")  # Java's FAQUrl.suggestTodo, after some remarks
+# RocketMQ's response codes by their names in ResponseCode, as the HTTP door's JSON names its errors
+RESPONSE_CODES = {errors.RMQ_SYSTEM_ERROR: "SYSTEM_ERROR", errors.RMQ_SYSTEM_BUSY: "SYSTEM_BUSY",
+                  errors.RMQ_REQUEST_CODE_NOT_SUPPORTED: "REQUEST_CODE_NOT_SUPPORTED",
+                  errors.RMQ_NO_PERMISSION: "NO_PERMISSION", errors.RMQ_TOPIC_NOT_EXIST: "TOPIC_NOT_EXIST",
+                  errors.RMQ_QUERY_NOT_FOUND: "QUERY_NOT_FOUND"}
 
 
 def exit_code_of_status(status: int) -> int:
@@ -332,7 +338,7 @@ class RemotingApi:
     def _check(reply: Any) -> Any:
         if reply.code == 0:
             return reply
-        remark = reply.remark or f"response code {reply.code}"
+        remark = FAQ_LINE.sub("", reply.remark or "") or f"response code {reply.code}"
         ours = REMARK_CODE.search(remark) if reply.code == errors.RMQ_SYSTEM_ERROR else None
         if ours:  # SYSTEM_ERROR stands for many errors; ours name theirs, as the HTTP door's JSON does
             raise AdminError(exit_code_of_error(ours[1], EXIT_UNREACHABLE), remark[:ours.start()], ours[1])
@@ -342,7 +348,7 @@ class RemotingApi:
         if exit_code is None:  # another server's SYSTEM_ERROR is a failure (HTTP 500), but Java's "disable" a refusal
             failed = reply.code == errors.RMQ_SYSTEM_ERROR and remark != "disable"
             exit_code = EXIT_UNREACHABLE if failed else EXIT_REFUSED
-        raise AdminError(exit_code, remark, f"RMQ_{reply.code}")
+        raise AdminError(exit_code, remark, RESPONSE_CODES.get(reply.code, f"RMQ_{reply.code}"))
 
     @staticmethod
     def _json(reply: Any) -> Any:
@@ -409,12 +415,20 @@ class RemotingApi:
         return {"namespace": namespace, "key": key, "value": value}
 
     def kv_delete(self, namespace: str, key: str) -> dict[str, Any]:
+        """RocketMQ's reply does not say whether the key existed: asked first, so both doors say the same."""
+        try:
+            self.kv_get(namespace, key)
+            existed = True
+        except AdminError as exc:
+            if exc.exit_code != EXIT_NOT_FOUND:
+                raise
+            existed = False
         self.request(codes.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
-        return {"deleted": None}  # RocketMQ's reply does not say whether the key existed
+        return {"deleted": existed}
 
     def config_set(self, changes: dict[str, str]) -> dict[str, Any]:
         self.request(codes.UPDATE_NAMESRV_CONFIG, body=format_properties(dict(changes)).encode("utf-8"))
-        return {"updated": dict(changes)}
+        return {"updated": {canonical_name(k) or k: v for k, v in changes.items()}}  # named as HTTP names them
 
 
 def answers_remoting(host: str, port: int, timeout: float) -> bool:

@@ -31,6 +31,8 @@ from service.admin.client import (
     connect,
 )
 from service.admin.terminal import confirm, read_token
+from service.errors import InvalidArgument
+from service.models import entity_name, kv_name, kv_value, topic_name
 
 Api = HttpApi | RemotingApi
 TOPIC_KINDS = {"system": "system", "unit": "unit", "unit_sub": "unitsub", "unit_sub_ununit": "unitsub-ununit"}
@@ -190,6 +192,15 @@ def require_cluster(api: Api, cluster: str | None) -> None:
                                          f"{', '.join(known) or 'none'})", "CLUSTER_NOT_FOUND")
 
 
+def require_broker(api: Api, broker: str) -> None:
+    """A broker name nobody registered is "not found" (exit 1): its write permission is nobody's, and "wiped on 0
+    topic(s)" with exit 0 read as done when it was a typo."""
+    known = sorted(api.cluster_info().get("brokerAddrTable") or {})
+    if broker not in known:
+        raise AdminError(EXIT_NOT_FOUND, f"no broker named {broker!r} is registered (brokers: "
+                                         f"{', '.join(known) or 'none'})", "BROKER_NOT_FOUND")
+
+
 def cmd_brokers(api: Api, args: argparse.Namespace, out: Out) -> int:
     from service.admin import render
 
@@ -283,6 +294,7 @@ def cmd_delete_topic(api: Api, args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_wipe_write_perm(api: Api, args: argparse.Namespace, out: Out) -> int:
+    require_broker(api, args.broker)
     confirm(args, f"Wipe the write permission of broker {args.broker}? Producers stop sending to all its queues.")
     res = api.wipe_write_perm(args.broker)
     out.done(res, f"{args.broker}: write permission wiped on {res['wipeTopicCount']} topic(s)")
@@ -290,6 +302,7 @@ def cmd_wipe_write_perm(api: Api, args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_add_write_perm(api: Api, args: argparse.Namespace, out: Out) -> int:
+    require_broker(api, args.broker)
     res = api.add_write_perm(args.broker)
     out.done(res, f"{args.broker}: write permission restored on {res['addTopicCount']} topic(s)")
     return EXIT_OK
@@ -435,12 +448,34 @@ COMMANDS: dict[str, Callable[[Api, argparse.Namespace, Out], int]] = {
 }
 
 
+# The names a command sends, as the server checks them: (argument, check, for which commands; None: any).
+NAME_CHECKS: tuple[tuple[str, Callable[[Any, str], Any], tuple[str, ...] | None], ...] = (
+    ("topic", topic_name, None), ("broker", entity_name, None), ("cluster", entity_name, None),
+    ("namespace", kv_name, ("kv",)), ("key", kv_name, ("kv",)), ("value", lambda v, _: kv_value(v), ("kv",)))
+
+
+def check_names(args: argparse.Namespace) -> None:
+    """Every name a command would send, checked before anything is sent, as the server would check it: a mistake
+    is a usage error (exit 2) with the same words whichever door, where the native door answers an invalid topic
+    "not found" (as Java does) and an empty KV key with a SYSTEM_ERROR, and HTTP an empty name with a 404."""
+    for attr, check, commands in NAME_CHECKS:
+        value = getattr(args, attr, None)
+        if value is None or (commands is not None and args.admin_command not in commands):
+            continue
+        try:
+            for one in value if isinstance(value, list) else [value]:
+                check(one, attr)
+        except InvalidArgument as exc:
+            raise AdminError(EXIT_USAGE, exc.message, exc.code) from None
+
+
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     """Run one admin command; every failure is a message on stderr and its exit code."""
     env = os.environ if env is None else env
     out = Out(args.json)
     api: Api | None = None
     try:
+        check_names(args)
         token, access_key = read_token(args, env)
         api = connect(args.server or env.get("NAMESRV_SERVER") or DEFAULT_SERVER, token, timeout=args.timeout)
         if isinstance(api, RemotingApi):

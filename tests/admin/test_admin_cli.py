@@ -31,7 +31,8 @@ READ = "read-token-cli-0000001"
 @pytest.fixture(scope="module")
 def server(redis_server):
     prefix = "cli" + uuid.uuid4().hex[:8]
-    n = Namesrv(redis_server.url, prefix, admin_token=ADMIN, read_token=READ).wait_ready()
+    # registered once and never again: no expiry scan past the first (at 5 s) while the module runs (minutes)
+    n = Namesrv(redis_server.url, prefix, admin_token=ADMIN, read_token=READ, scan_interval_ms=3_600_000).wait_ready()
     try:
         fleet.register_all(n.url, ADMIN)
         store_summary(redis_server.url, prefix, hostile_summary(), orjson.loads(HISTORY.read_bytes()))
@@ -455,3 +456,46 @@ def test_tables_on_an_80_column_terminal_keep_every_name_id_role_and_address(ser
     assert "broker-a, broker-b, broker-c" in run_on_terminal(server, ["clusters"], b"", columns=80)[1]
     piped = admin(server, "brokers", COLUMNS="80").stdout
     assert table(piped)[0][-2:] == ["DATA VERSION", "TOPICS"] and "…" not in piped
+
+
+def in_process(server, capsys, *args: str, token: str | None = ADMIN) -> tuple[int, str, str]:
+    """`namesrv admin ARGS` run in this process (what a subprocess does, minus its start-up second)."""
+    from service.admin.commands import run
+    from service.cli import build_parser
+
+    capsys.readouterr()
+    code = run(build_parser().parse_args(["admin", *args]), env_for(server, token))
+    said = capsys.readouterr()
+    return code, said.out, said.err
+
+
+def test_both_doors_answer_a_mistake_alike(server, capsys):
+    """Round two of issue 39, each seen on one door and not the other: an empty KV key went to the server (HTTP
+    `no route for PUT /v1/kv/NS1/`, exit 1; rmq:// `namespace or key is null`, exit 3 "unreachable"); an invalid
+    topic name was a usage error over HTTP and "not found" over rmq://; rmq:// printed `(RMQ_17)` and Java's FAQ
+    line where HTTP printed `(TOPIC_NOT_EXIST)`; a broker name nobody registered was "wiped on 0 topic(s)", exit 0;
+    deleting an unset key said `deleted` over rmq://; `config set supportActingMaster` echoed the name as typed."""
+    for door, url in doors(server).items():
+        def ask(*args: str) -> tuple[int, str, str]:
+            return in_process(server, capsys, "--server", url, *args)  # noqa: B023 (used at once)
+
+        assert ask("kv", "put", "ns", "", "v")[::2] == (2, "namesrv admin kv: key: required, a non-empty string "
+                                                           "(INVALID_ARGUMENT)\n"), door
+        assert ask("kv", "get", "", "k")[::2] == (2, "namesrv admin kv: namespace: required, a non-empty string "
+                                                     "(INVALID_ARGUMENT)\n"), door
+        assert ask("route", "")[0] == 2, door
+        assert ask("route", "bad topic")[::2] == (2, "namesrv admin route: topic: only letters, digits, '%', '|', "
+                                                     "'_' and '-' are allowed (INVALID_ARGUMENT)\n"), door
+        assert ask("brokers", "--cluster", "")[0] == 2, door
+        assert ask("route", "NoSuchTopic")[::2] == (1, "namesrv admin route: No topic route info in name server for "
+                                                       "the topic: NoSuchTopic (TOPIC_NOT_EXIST)\n"), door
+        assert ask("kv", "get", "nope", "nope")[::2] == (1, "namesrv admin kv: No config item, Namespace: nope Key: "
+                                                           "nope (QUERY_NOT_FOUND)\n"), door
+        for command in ("wipe-write-perm", "add-write-perm"):
+            code, out, err = ask(command, "brokr-a", "--yes")
+            assert (code, out) == (1, ""), (door, err)
+            assert err == f"namesrv admin {command}: no broker named 'brokr-a' is registered (brokers: broker-a, " \
+                          "broker-b, broker-c, broker-d, broker-e) (BROKER_NOT_FOUND)\n", door
+        assert ask("kv", "delete", "ns-never-set", "k", "--yes")[:2] == (0, "ns-never-set k: was not set\n"), door
+        assert ask("config", "set", "supportActingMaster", "false")[:2] == (
+            0, "updated for every worker: support_acting_master=false\n"), door
