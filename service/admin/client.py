@@ -80,15 +80,28 @@ def exit_code_of_error(code: str, otherwise: int) -> int:
 
 
 def connect(server: str, token: str | None, *, timeout: float = 10.0) -> HttpApi | RemotingApi:
-    """The client for `--server`: http(s)://host:port, or rmq://host:port for the native door."""
+    """The client for `--server`: http(s)://host:port, or rmq(s)://host:port for the native door. An address no
+    server can be meant by (a path, a port out of range, no host) is a usage error, not a request to try."""
     parts = urlsplit(server if "://" in server else "http://" + server)
-    if parts.scheme in ("http", "https"):
+    if parts.scheme not in ("http", "https", "rmq", "rmqs"):
+        raise AdminError(EXIT_USAGE, f"--server {server!r}: use http://, https://, rmq:// or rmqs:// (TLS)")
+    native = parts.scheme in ("rmq", "rmqs")
+    if (native and parts.path not in ("", "/")) or parts.query or parts.fragment:  # HTTP: a proxy's prefix
+        rest = parts.path + (f"?{parts.query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment
+                                                                            else "")
+        raise AdminError(EXIT_USAGE, f"--server {server!r}: a server is scheme://host:port"
+                                     f"{'' if native else '[/prefix]'}, nothing more (got {rest!r})")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or (port is None and parts.netloc.endswith(":")):
+        raise AdminError(EXIT_USAGE, f"--server {server!r}: the port is 1..65535")
+    if not parts.hostname:
+        raise AdminError(EXIT_USAGE, f"--server {server!r}: no host")
+    if not native:
         return HttpApi(f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}", token, timeout=timeout)
-    if parts.scheme in ("rmq", "rmqs"):
-        if not parts.hostname:
-            raise AdminError(EXIT_USAGE, f"--server {server!r}: expected rmq://host:port")
-        return RemotingApi(parts.hostname, parts.port or 9876, token, tls=parts.scheme == "rmqs", timeout=timeout)
-    raise AdminError(EXIT_USAGE, f"--server {server!r}: use http://, https:// or rmq://")
+    return RemotingApi(parts.hostname, port or 9876, token, tls=parts.scheme == "rmqs", timeout=timeout)
 
 
 def _seg(value: str) -> str:
@@ -126,6 +139,9 @@ class HttpApi:
             raise self._not_http(exc) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLError):
+                raise tls_failed(self.base, reason, "if it serves plain HTTP, use --server "
+                                 f"http://{urlsplit(self.base).netloc}") from None
             raise AdminError(EXIT_UNREACHABLE, f"cannot reach {self.base}: {reason}", "UNREACHABLE") from None
         try:
             return orjson.loads(raw)
@@ -153,6 +169,11 @@ class HttpApi:
             message, code = err.get("message", ""), err.get("code", "")
         except (orjson.JSONDecodeError, AttributeError):
             message, code = f"HTTP {exc.code} from {self.base}", ""
+        prefix = urlsplit(self.base).path
+        if prefix and code == "NOT_FOUND" and message.startswith("no route for "):  # our router's 404: not the API
+            return AdminError(EXIT_USAGE, f"{self.base} is not the HTTP API: the server has no route for "
+                              f"{prefix}/v1/…; --server is the API's root, scheme://host:port (or the prefix a proxy "
+                              "serves it under)", code)
         return AdminError(exit_code_of_error(code, exit_code_of_status(exc.code)), message or f"HTTP {exc.code}",
                           code)
 
@@ -293,9 +314,11 @@ class RemotingApi:
                 if self.tls:
                     ctx = ssl.create_default_context()
                     sock = ctx.wrap_socket(sock, server_hostname=self.host)
+            except ssl.SSLError as exc:
+                raise tls_failed(self.url, exc, "if its native door runs without TLS, use --server "
+                                 f"rmq://{self._netloc()}") from None
             except OSError as exc:
-                raise AdminError(EXIT_UNREACHABLE, f"cannot reach rmq://{self.host}:{self.port}: {exc}",
-                                 "UNREACHABLE") from None
+                raise AdminError(EXIT_UNREACHABLE, f"cannot reach {self.url}: {exc}", "UNREACHABLE") from None
             self._sock, self._decoder = sock, FrameDecoder()
         return self._sock
 
@@ -324,14 +347,18 @@ class RemotingApi:
                                      "(9876 by default)?") from None
         except OSError as exc:
             self.close()
-            raise AdminError(EXIT_UNREACHABLE, f"rmq://{self._netloc()}: {exc}", "UNREACHABLE") from None
+            raise AdminError(EXIT_UNREACHABLE, f"{self.url}: {exc}", "UNREACHABLE") from None
 
     def _netloc(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
+    @property
+    def url(self) -> str:
+        return f"{'rmqs' if self.tls else 'rmq'}://{self._netloc()}"
+
     def _not_remoting(self, why: str) -> AdminError:
         self.close()
-        return AdminError(EXIT_UNREACHABLE, f"rmq://{self._netloc()} is not a RocketMQ remoting door: {why}",
+        return AdminError(EXIT_UNREACHABLE, f"{self.url} is not a RocketMQ remoting door: {why}",
                           "UNREACHABLE")
 
     @staticmethod
@@ -429,6 +456,23 @@ class RemotingApi:
     def config_set(self, changes: dict[str, str]) -> dict[str, Any]:
         self.request(codes.UPDATE_NAMESRV_CONFIG, body=format_properties(dict(changes)).encode("utf-8"))
         return {"updated": {canonical_name(k) or k: v for k, v in changes.items()}}  # named as HTTP names them
+
+
+# OpenSSL's words for "what answered is not TLS": plain HTTP or a remoting frame (WRONG_VERSION_NUMBER), or a peer
+# that closed at the first TLS bytes, as our plain native door does (UNEXPECTED_EOF_WHILE_READING, EOF)
+NOT_TLS = ("WRONG_VERSION_NUMBER", "UNEXPECTED_EOF_WHILE_READING", "RECORD_LAYER_FAILURE", "HTTP_REQUEST",
+           "PACKET_LENGTH_TOO_LONG")
+
+
+def tls_failed(url: str, exc: ssl.SSLError, plain: str) -> AdminError:
+    """A TLS handshake that failed, in words that say what to change: `plain`, when the far end does not speak TLS
+    at all; for a certificate the system does not trust, how to name the CA that signed it."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return AdminError(EXIT_UNREACHABLE, f"cannot reach {url}: its certificate is not trusted "
+                          f"({exc.verify_message}); for a private CA, SSL_CERT_FILE=/path/ca.pem", "UNREACHABLE")
+    if getattr(exc, "reason", None) in NOT_TLS or isinstance(exc, ssl.SSLEOFError):
+        return AdminError(EXIT_UNREACHABLE, f"{url} does not answer TLS: {plain}", "UNREACHABLE")
+    return AdminError(EXIT_UNREACHABLE, f"cannot reach {url}: TLS failed ({exc})", "UNREACHABLE")
 
 
 def answers_remoting(host: str, port: int, timeout: float) -> bool:

@@ -50,7 +50,7 @@ def _shared(top: bool) -> argparse.ArgumentParser:
 
     p.add_argument("--server", default=default(None),
                    help=f"NameServer to talk to (env NAMESRV_SERVER, default {DEFAULT_SERVER}); "
-                        "rmq://host:9876 for the native door")
+                        "rmq://host:9876 for the native door, rmqs:// over TLS")
     p.add_argument("--token-file", default=default(None), metavar="PATH",
                    help="read the token from this file (default: env NAMESRV_ADMIN_TOKEN, else NAMESRV_READ_TOKEN)")
     p.add_argument("--access-key", default=default(None), choices=("admin", "read"),
@@ -476,6 +476,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     api: Api | None = None
     try:
         check_names(args)
+        if not 0 < args.timeout <= 3600:  # socket timeouts: 0 never connects, negative raises, NaN and 1e9 too
+            raise AdminError(EXIT_USAGE, "--timeout: seconds above 0, at most 3600")
+        if args.server == "":
+            raise AdminError(EXIT_USAGE, "--server: empty (unset, it is NAMESRV_SERVER, else " + DEFAULT_SERVER + ")")
         token, access_key = read_token(args, env)
         api = connect(args.server or env.get("NAMESRV_SERVER") or DEFAULT_SERVER, token, timeout=args.timeout)
         if isinstance(api, RemotingApi):
@@ -483,6 +487,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         return COMMANDS[args.admin_command](api, args, out)
     except AdminError as err:
         code = f" ({err.code})" if err.code and err.code not in ("UNREACHABLE", "ABORTED") else ""
+        if (err.code == "NO_PERMISSION" and isinstance(api, RemotingApi) and args.token_file
+                and args.access_key is None):  # signed as `admin`: the file may hold the read token
+            code += "; a read token signs as --access-key read"
         print(f"namesrv admin {args.admin_command}: {err.message}{code}", file=sys.stderr)
         return err.exit_code
     except BrokenPipeError:  # `namesrv admin topics | head`

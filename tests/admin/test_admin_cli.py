@@ -499,3 +499,30 @@ def test_both_doors_answer_a_mistake_alike(server, capsys):
         assert ask("kv", "delete", "ns-never-set", "k", "--yes")[:2] == (0, "ns-never-set k: was not set\n"), door
         assert ask("config", "set", "supportActingMaster", "false")[:2] == (
             0, "updated for every worker: support_acting_master=false\n"), door
+
+
+def test_a_wrong_address_or_credential_says_what_to_change(server, capsys, tmp_path):
+    """Round two of issue 39: https:// on the plain HTTP port printed OpenSSL's `[SSL: WRONG_VERSION_NUMBER] wrong
+    version number (_ssl.c:1006)`, rmqs:// on the plain native door `[SSL: UNEXPECTED_EOF_WHILE_READING]` under the
+    name rmq://; a path under --server (`/console`) read "not found"; a read token in a file, signed as the
+    default AccessKey admin, `signature … does not verify` with no word of --access-key."""
+    host = f"127.0.0.1:{server.port}"
+    code, _, err = in_process(server, capsys, "--server", f"https://{host}", "clusters")
+    assert (code, err) == (3, f"namesrv admin clusters: https://{host} does not answer TLS: if it serves plain "
+                              f"HTTP, use --server http://{host}\n")
+    native = f"127.0.0.1:{server.remoting_port}"
+    code, _, err = in_process(server, capsys, "--server", f"rmqs://{native}", "clusters")
+    assert (code, err) == (3, f"namesrv admin clusters: rmqs://{native} does not answer TLS: if its native door "
+                              f"runs without TLS, use --server rmq://{native}\n")
+    code, _, err = in_process(server, capsys, "--server", f"http://{host}/console", "clusters")
+    assert (code, err) == (2, f"namesrv admin clusters: http://{host}/console is not the HTTP API: the server has no "
+                              "route for /console/v1/…; --server is the API's root, scheme://host:port (or the prefix "
+                              "a proxy serves it under) (NOT_FOUND)\n")
+    token_file = tmp_path / "read-token"
+    token_file.write_text(READ + "\n")
+    token_file.chmod(0o600)
+    code, _, err = in_process(server, capsys, "--server", f"rmq://{native}", "--token-file", str(token_file),
+                              "clusters", token=None)
+    assert code == 4 and err.endswith("(NO_PERMISSION); a read token signs as --access-key read\n"), err
+    assert in_process(server, capsys, "--server", f"rmq://{native}", "--token-file", str(token_file),
+                      "--access-key", "read", "clusters", token=None)[0] == 0

@@ -278,3 +278,27 @@ def test_piped_output_is_whole_whatever_columns_says(monkeypatch):
     text = text_of(render.brokers(LONG_FLEET))
     assert "counter 3 · 2023-11-14 22:13:20 UTC" in text and "TIMEOUT" in text and "…" not in text
     assert max(len(line) for line in text.splitlines()) > 80
+
+
+@pytest.mark.parametrize("server,said", [
+    ("http://127.0.0.1:8080/v1?x=1", "--server 'http://127.0.0.1:8080/v1?x=1': a server is "
+                                     "scheme://host:port[/prefix], nothing more (got '/v1?x=1')"),
+    ("rmq://127.0.0.1:9876/x", "--server 'rmq://127.0.0.1:9876/x': a server is scheme://host:port, nothing more "
+                               "(got '/x')"),
+    ("http://127.0.0.1:99999", "--server 'http://127.0.0.1:99999': the port is 1..65535"),
+    ("http://:8080", "--server 'http://:8080': no host"),
+])
+def test_a_server_address_that_cannot_be_meant_is_a_usage_error(server, said):
+    """Port 99999 was "Connection refused" (exit 3), a path on rmq:// was dropped: mistakes in the address, told as
+    such (issue 39, round 2). An HTTP path stays: the prefix a proxy serves the API under."""
+    with pytest.raises(AdminError) as e:
+        connect(server, None)
+    assert (e.value.exit_code, e.value.message) == (2, said)
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "1e9"])
+def test_a_timeout_out_of_range_is_a_usage_error(timeout, capsys):
+    """`--timeout -1` ended in a traceback (ValueError: Timeout value out of range), `--timeout 0` in "cannot reach
+    …: Operation now in progress" with exit 3 (issue 39, round 2)."""
+    assert commands.run(args_for("--timeout", timeout, "--server", "http://127.0.0.1:1", "clusters"), {}) == 2
+    assert capsys.readouterr().err == "namesrv admin clusters: --timeout: seconds above 0, at most 3600\n"
