@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -56,7 +57,10 @@ async def planted(args: argparse.Namespace) -> int:
         tree = tree_with(name)
         sc = scenario_for(name, args.seed or 1)
         print(f"== planted {name} ({PLANTED[name].what}) in scenario {sc.label}", flush=True)
-        outcome = await run_scenario(sc, args.reports, source=tree)
+        try:
+            outcome = await run_scenario(sc, args.reports, source=tree)
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
         print(outcome.summary(), flush=True)
         if outcome.ok:
             missed.append(name)

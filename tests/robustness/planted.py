@@ -39,14 +39,19 @@ IN_CI = ("heartbeat-never-written", "fill-keeps-stale")
 
 
 def tree_with(name: str) -> Path:
-    """A copy of service/ and lua/ (as the package's service.lua) with planted/<name>.patch applied."""
+    """A copy of service/ and lua/ (as the package's service.lua) with planted/<name>.patch applied, in a temporary
+    folder the caller removes."""
     tmp = Path(tempfile.mkdtemp(prefix=f"nsrv-planted-{name}-"))
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "service", tmp / "service", ignore=ignore)
     shutil.copytree(ROOT / "lua", tmp / "lua", ignore=ignore)
     (tmp / "service" / "lua").symlink_to(tmp / "lua", target_is_directory=True)
     patch = PATCHES / f"{name}.patch"
-    subprocess.run(["patch", "-p1", "-s", "-d", str(tmp), "-i", str(patch)], check=True)
+    try:
+        subprocess.run(["patch", "-p1", "-s", "-d", str(tmp), "-i", str(patch)], check=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return tmp
 
 
