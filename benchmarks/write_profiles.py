@@ -32,12 +32,15 @@ from benchmarks.remoting_bench import build_load_tool
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("reply write", ("send (service/remoting/server.py",)),
     ("registration decode", ("parse_registration", "plain_registration", "digest_of")),
-    ("store call (redis-py)", ("call_loaded", "_evalsha", "get_route_at")),
+    ("registration delta", ("between (service/models.py", "sent (service/core/deltas.py")),
+    ("store call", ("call_loaded", "_evalsha", "get_route_at")),
     ("change events received", ("_listen (service/core/route_cache.py",)),
     ("route cache fill", ("fill (service/core/route_cache.py",)),
     ("frame decoding (hot replies included)", ("data_received (service/remoting/server.py",)),
 ]
 LOOP_ONLY = ("asyncio/runners.py", "run_worker")  # a leaf here: uvloop's own C code (epoll, sockets, callbacks)
+# Threads that only wait in a system call py-spy does not see as idle: left out of every share
+IDLE_THREADS = ("_serve (service/portclaim.py",)  # the port-claims thread, in select() (service/portclaim.py)
 
 
 def classify(raw: str) -> tuple[collections.Counter[str], collections.Counter[str], int]:
@@ -50,6 +53,8 @@ def classify(raw: str) -> tuple[collections.Counter[str], collections.Counter[st
         if not stack:
             continue
         n = int(count)
+        if any(k in stack for k in IDLE_THREADS):
+            continue
         total += n
         frames = stack.split(";")
         for label, keys in CATEGORIES:

@@ -530,3 +530,26 @@ async def test_update_lines_of_brokers_no_cached_route_names_are_skipped_only_wh
     assert watch.take() == ["V"]
     c.apply_event("11\t2\n=a\t4,4,6,0\tT")  # a cached route names a: updated in place
     assert c.lookup("T").route.queue_datas[0].read_queue_nums == 4 and c.updates == 1
+
+
+async def test_updates_are_applied_when_the_route_is_read_next_in_the_order_they_came():
+    """An in-place update is checked when its event comes and applied when the route is read next: several updates
+    of one route before a read (of one broker again and again, and of another) all show, the latest of each; a
+    write bit flipped against the latest one still evicts."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()  # adopts 7
+    entry = await c.fill("T", lambda: fetched(two_brokers("a", "10.0.0.1:1", "b", "10.0.0.2:1")))
+    c.encoding("T", entry, "json", lambda r: b"old bytes")
+    c.apply_event("8\t2\n=a\t4,4,6,0\tT")
+    c.apply_event("9\t2\n=a\t2,2,6,0\tT\n=b\t1,1,6,0\tT")
+    assert c._entries["T"] is entry and entry.route.queue_datas[0].read_queue_nums == 8  # not rebuilt yet
+    hit = c.lookup("T")
+    assert [(q.broker_name, q.read_queue_nums) for q in hit.route.queue_datas] == [("a", 2), ("b", 1)]
+    assert hit.encoded == {} and c.lookup("T") is hit and c.updates == 3
+    c.apply_event("10\t2\n=b\t1,1,6,0\tT")  # what it already shows: the entry and its bytes stay
+    c.encoding("T", hit, "json", lambda r: b"new bytes")
+    assert c.lookup("T") is hit and hit.encoded == {"json": b"new bytes"}
+    c.apply_event("11\t2\n=a\t3,3,6,0\tT")
+    c.apply_event("12\t2\n=a\t3,3,4,0\tT")  # the write bit cleared against the pending 3,3,6,0
+    assert c.lookup("T") is None
