@@ -185,7 +185,7 @@ class NameServer:
                                  max_bytes=settings.route_cache_max_bytes,
                                  max_missing=settings.route_cache_max_absent)
         self.unchanged = UnchangedAnswers()  # unchanged registrations this worker may answer from memory
-        self._registered = {r: self.metrics.registrations.labels(result=r) for r in ("ok", "fenced", "unchanged")}
+        self._registered: dict[str, Any] = {}  # the registration counter's children, made on first use
         self.bases = RegistrationBases()  # the last table sent per broker: what a changed one is a delta of
         self.routes.state_listeners.append(self.unchanged.invalidate)
         self._expiring = 0  # this worker's expiry scans under way
@@ -324,7 +324,7 @@ class NameServer:
                 if res is not None:
                     if res.who is not None and not who.cluster_bound:
                         self.unchanged.put(epoch, digest, connection, Answer(*res.who, res))
-                    self._registered["unchanged"].inc()
+                    self._count_registration("unchanged")
                     return res
             req = await self._parse_registration(decode, bytes(body), decode_cost)
         else:
@@ -354,8 +354,15 @@ class NameServer:
                 self.bases.applied += 1
             else:
                 self.bases.refused += 1
-        self._registered["fenced" if res.fenced else "ok"].inc()
+        self._count_registration("fenced" if res.fenced else "ok")
         return res
+
+    def _count_registration(self, result: str) -> None:
+        """namesrv_broker_registrations_total{result}; a child looked up once (a result never seen is not shown)."""
+        counter = self._registered.get(result)
+        if counter is None:
+            counter = self._registered[result] = self.metrics.registrations.labels(result=result)
+        counter.inc()
 
     def _unchanged_from_memory(self, who: Principal, digest: str, connection: str) -> RegisterBrokerResult | None:
         """The store's answer to the same bytes on this connection, while no change to that broker was heard of
@@ -369,7 +376,7 @@ class NameServer:
             return None
         self.access.require(who, Role.BROKER, answer.cluster)
         self.liveness.record(answer.cluster, answer.broker_addr)
-        self._registered["unchanged"].inc()
+        self._count_registration("unchanged")
         return answer.result
 
     async def _register_unchanged(self, who: Principal, digest: str, single_topic_guard: bool,
