@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import uuid
 
 import fakeredis
@@ -14,6 +15,12 @@ from service.store import RouteStore
 from tests.redis_server import RedisServer
 
 IN_CI = bool(os.environ.get("CI"))
+
+# A suite started with SIGINT ignored (`bash .ci/run > log &` in a script: background jobs of a shell without job
+# control ignore it) hands that on to every process it starts, so the Ctrl-C that the doc checker and the interop
+# tier send, as a reader would, reached nothing. A handled signal is reset to its default by exec: children get it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def need(binary: str) -> None:

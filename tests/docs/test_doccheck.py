@@ -90,3 +90,23 @@ def test_ctrl_c_stops_a_command_once_its_output_is_shown():
     assert never.problem == "still running after 1 s"
     early = Shell({}, timeout=5).run(_cmds("echo done\n# ready\n# ^C")[0])  # exits before showing it
     assert early.problem.startswith("ended by itself")
+
+
+def test_ctrl_c_reaches_commands_when_the_suite_was_started_with_it_ignored():
+    """`.ci/run` started in the background of a script (`bash .ci/run > log &`, as one runs a 40-minute job) inherits
+    SIGINT ignored, and so did every process the tests started: the doc checker's Ctrl-C, and the interop tier's
+    to the README's Python consumer, did nothing, and three tests failed on a fresh clone (issue 39, second round).
+    The suite restores Ctrl-C for itself and its children (tests/conftest.py)."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.docs.doccheck import REPO
+
+    def ignore_ctrl_c() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "tests/docs/test_doccheck.py::test_ctrl_c_stops_a_command_once_its_output_is_shown"],
+                       cwd=REPO, preexec_fn=ignore_ctrl_c, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:]
