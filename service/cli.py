@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from service import __version__
-from service.cmdline import CommandParser, add_common, settings_from
+from service.cmdline import CommandParser, add_common, install_extra, settings_from
 from service.config import ConfigError
 from service.errors import NamesrvError
 from service.logs import setup_logging
@@ -106,8 +106,7 @@ def _skew(args: argparse.Namespace) -> int:
         else:
             from service.skew.job import run
     except ImportError as exc:
-        print(f"namesrv skew-report needs the Spark extra: pip install 'rmq-namesrv[spark]' ({exc})",
-              file=sys.stderr)
+        print(f"namesrv {args.command} needs the spark extra: {install_extra('spark')} ({exc})", file=sys.stderr)
         return 2
     return run(args)
 

@@ -11,8 +11,10 @@ import difflib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
+from service import __version__
 from service.config import Settings, load_settings, unknown_env
 
 
@@ -109,3 +111,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
     for warning in unknown_env(os.environ):
         print(f"namesrv: warning: {warning}", file=sys.stderr)
     return load_settings(file=getattr(args, "config_file", None), flags=flags)
+
+
+def install_extra(extra: str) -> str:
+    """How to add an extra to this installation: no package index serves rmq-namesrv, so `pip install
+    'rmq-namesrv[spark]'` fails. Installed from a clone (editable): that clone with the extra; else the wheel it
+    was installed from, with the extra (docs/skew-report.md says how to build it)."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file():
+        return f"pip install -e '{root}[{extra}]'"
+    return f"pip install './rmq_namesrv-{__version__}-py3-none-any.whl[{extra}]' (the wheel this was installed from)"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.cmdline import CommandParser, add_common
+from service.cmdline import CommandParser, add_common, install_extra
 from service.config import ConfigError
 from service.errors import StoreUnavailable
 from service.skew import outputs
@@ -444,7 +444,7 @@ def check(opts: JobOptions) -> int | None:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        _error("pyspark is not installed: pip install 'rmq-namesrv[spark]' (and a Java 17+ runtime)")
+        _error(f"pyspark is not installed: {install_extra('spark')} (and a Java 17+ runtime)")
         return EXIT_USAGE
     return None
 

@@ -60,3 +60,21 @@ def test_well_formed_commands_still_parse():
     assert (a.json, a.cluster) == (True, "A")
     a = build_parser().parse_args(["admin", "kv", "put", "ns", "k", "-5"])  # a negative-looking value is a value
     assert a.value == "-5"
+
+
+@pytest.mark.parametrize("command", ["skew-report", "skew-scheduler"])
+def test_a_missing_extra_is_told_with_an_install_that_works(command, capsys, monkeypatch):
+    """`namesrv skew-scheduler` without the extra said `namesrv skew-report needs the Spark extra: pip install
+    'rmq-namesrv[spark]'`: the other command's name, and an install no package index serves (issue 39, round 2).
+    From a clone, the clone's editable install with the extra."""
+    import sys
+    from pathlib import Path
+
+    from service.cli import main
+
+    for module in ("service.skew.job", "service.skew.scheduler"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if pyspark were missing: importing it fails
+    assert main([command]) == 2
+    root = Path(__file__).resolve().parents[2]
+    assert capsys.readouterr().err.startswith(f"namesrv {command} needs the spark extra: pip install -e "
+                                              f"'{root}[spark]' (")
