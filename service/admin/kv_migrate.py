@@ -145,7 +145,12 @@ def write_file(path: str, text: str, force: bool) -> None:
     if os.path.exists(path) and not force:
         raise AdminError(EXIT_USAGE, f"{path} exists: pass --force to overwrite it")
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".kvConfig.", dir=folder)
+    if not os.path.isdir(folder):
+        raise AdminError(EXIT_USAGE, f"cannot write {path}: no folder {folder}")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".kvConfig.", dir=folder)
+    except OSError as exc:  # a folder it may not write in
+        raise AdminError(EXIT_USAGE, f"cannot write {path}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -153,6 +158,9 @@ def write_file(path: str, text: str, force: bool) -> None:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as exc:  # a folder in the way, a full disk: nothing written
+        os.unlink(tmp)
+        raise AdminError(EXIT_USAGE, f"cannot write {path}: {exc.strerror}") from None
     except BaseException:
         os.unlink(tmp)
         raise

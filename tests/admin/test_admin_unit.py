@@ -302,3 +302,17 @@ def test_a_timeout_out_of_range_is_a_usage_error(timeout, capsys):
     …: Operation now in progress" with exit 3 (issue 39, round 2)."""
     assert commands.run(args_for("--timeout", timeout, "--server", "http://127.0.0.1:1", "clusters"), {}) == 2
     assert capsys.readouterr().err == "namesrv admin clusters: --timeout: seconds above 0, at most 3600\n"
+
+
+@pytest.mark.parametrize("where,said", [("no-such-folder/kv.json", "no folder "), ("a-folder", "Is a directory")])
+def test_kv_export_to_a_path_it_cannot_write_says_so(tmp_path, where, said):
+    """`kv export /nonexistent-dir/x.json` ended in a FileNotFoundError traceback naming its temporary file
+    (issue 39, round 2)."""
+    from service.admin import kv_migrate
+
+    (tmp_path / "a-folder").mkdir()
+    with pytest.raises(AdminError) as e:
+        kv_migrate.write_file(str(tmp_path / where), "{}", force=True)
+    assert e.value.exit_code == 2 and e.value.message.startswith(f"cannot write {tmp_path / where}: ")
+    assert said in e.value.message and ".kvConfig." not in e.value.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-folder"]  # nothing left behind
