@@ -12,6 +12,7 @@ import pytest
 from service import display
 from tests.console import fleet
 from tests.console.conftest import (
+    ADMIN,
     READ,
     SUMMARY,
     XSS_CLUSTER,
@@ -182,3 +183,26 @@ def test_skew_page_charts_history_and_links(logged_in, console_server):
     page.click("#skew-topics a:text-is('OrderPaid')")
     page.wait_for_url(console_server.url + "/console/topics/OrderPaid")
     no_errors(page)
+
+
+def test_names_are_not_broken_in_the_middle_while_the_page_has_room(logged_in, console_server):
+    """At 1280 px a broker `broker-with-a-long-name-1` showed as `broker-with-a-long-nam` / `e-1` (names could
+    break between any two letters, so the table squeezed their column first): a name cut at a letter reads as
+    two names (issue 39, second round)."""
+    page = logged_in
+    name = "broker-with-a-rather-long-name-for-orders-1"
+    broker = {"clusterName": "ClusterLongNames", "brokerName": name, "brokerId": 0, "brokerAddr": "10.0.9.1:10911",
+              "haServerAddr": "10.0.9.1:10912"}
+    fleet.call(console_server.url, "POST", "/v1/brokers/register", {
+        **broker, "dataVersion": {"timestamp": 1_763_700_000_000, "counter": 1, "stateVersion": 0},
+        "topicConfigTable": {"LongNamedTopicForTheConsoleLayout": {"readQueueNums": 8, "writeQueueNums": 8,
+                                                                     "perm": 6}}}, ADMIN)
+    try:
+        page.goto(console_server.url + "/console/")
+        cell = page.locator("section.cluster td.name", has_text=name)
+        lines = cell.evaluate("el => { const r = document.createRange(); r.selectNodeContents(el); "
+                              "return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }")
+        assert cell.inner_text() == name and lines == 1, lines
+        no_errors(page)
+    finally:
+        fleet.call(console_server.url, "POST", "/v1/brokers/unregister", broker, ADMIN)
