@@ -155,11 +155,13 @@ class HttpApi:
         host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
         what = str(exc) or type(exc).__name__
         if answers_remoting(host, port, self.timeout):
-            return AdminError(EXIT_UNREACHABLE, f"{self.base} is a RocketMQ remoting door, not HTTP (it closed the "
-                              f"HTTP request and answers remoting frames): use --server rmq://{parts.netloc}",
-                              "UNREACHABLE")
+            return self._remoting_door("it closed the HTTP request and answers remoting frames")
         return AdminError(EXIT_UNREACHABLE, f"{self.base} did not answer HTTP ({what}): is it the NameServer's HTTP "
                           "port (8080 by default)?", "UNREACHABLE")
+
+    def _remoting_door(self, how: str) -> AdminError:
+        return AdminError(EXIT_UNREACHABLE, f"{self.base} is a RocketMQ remoting door, not HTTP ({how}): use "
+                          f"--server rmq://{urlsplit(self.base).netloc}", "UNREACHABLE")
 
     # --- reads
     def _refused(self, exc: urllib.error.HTTPError) -> AdminError:
@@ -169,6 +171,8 @@ class HttpApi:
             message, code = err.get("message", ""), err.get("code", "")
         except (orjson.JSONDecodeError, AttributeError):
             message, code = f"HTTP {exc.code} from {self.base}", ""
+        if code == "REMOTING_PORT":  # our native door's answer to an HTTP request (service/remoting/server.py)
+            return self._remoting_door("it says so")
         prefix = urlsplit(self.base).path
         if prefix and code == "NOT_FOUND" and message.startswith("no route for "):  # our router's 404: not the API
             return AdminError(EXIT_USAGE, f"{self.base} is not the HTTP API: the server has no route for "

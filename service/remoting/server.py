@@ -134,6 +134,8 @@ class Connection(asyncio.Protocol):
             if data.startswith(HTTP_METHODS):  # a length prefix spelling "GET ": someone's HTTP client
                 reason = (f"an HTTP request ({data.split(b' ', 1)[0].decode()}) on RocketMQ's remoting port; the HTTP "
                           f"API listens on port {server.settings.port}")
+                if self.transport is not None:  # told to the client too (curl's "Empty reply from server" said nothing)
+                    self.transport.write(wrong_door_answer(server.settings.port))
             log.warning("remoting %s: closing the connection: %s", self.peer, reason)
             server.stats.frame_errors += 1
             self.close("bad-frame")
@@ -259,6 +261,15 @@ class Connection(asyncio.Protocol):
         self.decoder = FrameDecoder(self.server.settings.remoting_max_frame_bytes)  # drop what it held
         if self.transport is not None:
             self.transport.close()
+
+
+def wrong_door_answer(http_port: int) -> bytes:
+    """What an HTTP client that came to the remoting port reads before the connection closes: a 400 in the API's
+    error shape, naming the port it wanted. `namesrv admin` knows the code (REMOTING_PORT) and names the scheme."""
+    body = orjson.dumps({"code": "REMOTING_PORT", "message": "this is RocketMQ's remoting port (its native protocol), "
+                                                             f"not HTTP: the HTTP API listens on port {http_port}"})
+    return (b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
 
 def _cert_cluster(transport: asyncio.BaseTransport) -> str | None:

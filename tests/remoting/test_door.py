@@ -8,6 +8,7 @@ import re
 import struct
 import zlib
 
+import aiohttp
 import orjson
 import pytest
 
@@ -244,6 +245,21 @@ async def test_oversize_and_garbage_frames_close_only_that_connection(make_door)
     assert (await good.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).code == SUCCESS
     metrics = door.ns.metrics.render().decode()
     assert re.search(r"^namesrv_remoting_frame_errors_total 2\.0$", metrics, re.M)
+
+
+async def test_an_http_request_on_the_native_port_is_answered_with_the_http_port(make_door):
+    """`curl localhost:9876/v1/cluster-info` got "Empty reply from server" (curl exit 52) while the worker's log
+    named the HTTP port (issue 39, second round): the answer now says it too, as HTTP, then the connection
+    closes; a RocketMQ client on that port is served as before."""
+    door = await make_door(port=18080)
+    good = await door.client()
+    await register(good)
+    async with aiohttp.ClientSession() as http:
+        r = await http.get(f"http://127.0.0.1:{door.port}/v1/cluster-info")
+        assert r.status == 400 and r.headers["Connection"] == "close"
+        assert await r.json() == {"code": "REMOTING_PORT", "message": "this is RocketMQ's remoting port (its "
+                                  "native protocol), not HTTP: the HTTP API listens on port 18080"}
+    assert (await good.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).code == SUCCESS
 
 
 async def test_closing_the_connection_unregisters_only_what_it_still_owns(door):
