@@ -75,10 +75,11 @@ def refusal(host: str, port: int, registry: str | None) -> str | None:
         log.info("%s:%d is served by namesrv pid %s of the same registry (%s): sharing it", host, port,
                  other.get("pid"), registry)
         return None
-    if other is None:
-        who = "a process that is not a namesrv server (or one that does not say which registry it serves)"
-    else:
-        who = f"namesrv serve pid {other.get('pid')}, whose registry is {other.get('registry')}"
+    if other is None:  # nothing to share and no registry to split: the port is simply taken
+        return (f"cannot listen on {host}:{port}: the address is already in use by a process that is not a namesrv "
+                "server (or one too old to say which registry it serves). Choose other ports (--port, "
+                "--remoting-port) or stop that process")
+    who = f"namesrv serve pid {other.get('pid')}, whose registry is {other.get('registry')}"
     if registry is None:
         why = ("this server is embedded: its registry lives in its own memory, and two servers on one port would "
                "split the registry between them")

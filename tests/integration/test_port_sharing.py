@@ -92,5 +92,7 @@ def test_a_port_held_by_something_else_is_refused_naming_it():
         port = holder.getsockname()[1]
         r = serve_once("", "x", port, free_port())
     assert r.returncode == 2
-    assert f"cannot listen on 127.0.0.1:{port}: the address is already in use by a process that is not a namesrv " \
-           "server" in r.stderr
+    # nothing about registries and splitting them (issue 39, second round): the port is simply someone else's
+    assert r.stderr.strip().endswith(f"cannot listen on 127.0.0.1:{port}: the address is already in use by a process "
+                                     "that is not a namesrv server (or one too old to say which registry it serves). "
+                                     "Choose other ports (--port, --remoting-port) or stop that process"), r.stderr
