@@ -377,21 +377,15 @@ def cmd_skew(api: Api, args: argparse.Namespace, out: Out) -> int:
 
 def cmd_controller(api: Api, args: argparse.Namespace, out: Out) -> int:
     if not isinstance(api, HttpApi):
-        raise AdminError(EXIT_USAGE, "controller needs the HTTP door (--server http://…)")
+        raise api.unsupported("the controller's table of broker sets (its liveness of every replica)")
     data = api.controller_sets(args.broker)
 
-    def human() -> str:
+    def human() -> Any:  # a table as every other command's
+        from service.admin import render
+
         if not data.get("enabled"):
             return "the controller is off (namesrv serve --controller)"
-        lines = [f"{'broker set':<16}{'cluster':<12}{'master':<24}{'epoch':>6}  {'SyncStateSet':<16}{'epoch':>6}  "
-                 "replicas (* alive)"]
-        for g in data["brokerSets"]:
-            master = "-" if g["masterBrokerId"] is None else f"{g['masterBrokerId']} {g['masterAddress'] or '?'}"
-            reps = " ".join(f"{r['brokerId']}{'*' if r['alive'] else ''}" for r in g["replicas"])
-            sss = ",".join(str(i) for i in g["syncStateSet"]) or "-"
-            lines.append(f"{g['brokerName']:<16}{g['clusterName']:<12}{master:<24}{g['masterEpoch']:>6}  {sss:<16}"
-                         f"{g['syncStateSetEpoch']:>6}  {reps}")
-        return "\n".join(lines)
+        return render.controller(data)
 
     out.data(data, human)
     return EXIT_OK if data.get("brokerSets") or not args.broker else EXIT_NOT_FOUND

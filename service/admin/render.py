@@ -182,6 +182,18 @@ def brokers(data: dict[str, Any], title: str | None = None, fit: bool = False) -
     return t
 
 
+def controller(data: dict[str, Any]) -> FittedTable:
+    """GET /v1/controller/broker-sets: one row per broker set, its master and epochs, replicas (* alive)."""
+    t = table("BROKER SET", "CLUSTER", "MASTER", "MASTER EPOCH>", "SYNCSTATESET", "SYNCSTATESET EPOCH>",
+              "REPLICAS (* ALIVE)", wrap=("SYNCSTATESET", "REPLICAS (* ALIVE)"))
+    for g in data["brokerSets"]:
+        master = "-" if g["masterBrokerId"] is None else f"{g['masterBrokerId']} {g['masterAddress'] or '?'}"
+        t.add_row(g["brokerName"], g["clusterName"], master, str(g["masterEpoch"]),
+                  ",".join(str(i) for i in g["syncStateSet"]) or "-", str(g["syncStateSetEpoch"]),
+                  " ".join(f"{r['brokerId']}{'*' if r['alive'] else ''}" for r in g["replicas"]))
+    return t
+
+
 def cluster_rows(info: dict[str, Any], live: dict[str, Any] | None) -> list[dict[str, Any]]:
     """One row per cluster from cluster-info and (when the door has it) the live-broker table."""
     rows = []
