@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="HTTP port (env NAMESRV_PORT, default 8080)")
     serve.add_argument("--remoting-port", type=int,
                        help="RocketMQ native remoting port (env NAMESRV_REMOTING_PORT, default 9876; 0 = off)")
-    serve.add_argument("--workers", type=int, help="worker processes on one port (env NAMESRV_WORKERS)")
+    serve.add_argument("--workers", type=int,
+                       help="worker processes on one port (env NAMESRV_WORKERS, default 1; more need --redis-url)")
     serve.add_argument("--controller", action="store_true", default=None,
                        help="also be RocketMQ 5's controller on the native port (env NAMESRV_CONTROLLER)")
     serve.add_argument("-p", "--print-config", action="store_true", help="print the effective config and exit")

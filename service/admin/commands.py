@@ -240,6 +240,8 @@ def cmd_route(api: Api, args: argparse.Namespace, out: Out) -> int:
 
     if args.watch:
         return _watch_route(api, args, out)
+    if args.count:  # a count of nothing: it was ignored, and the reader waited for changes that were never shown
+        raise AdminError(EXIT_USAGE, "--count counts the routes --watch prints: add --watch")
     data = api.route(args.topic)
     out.data(data, lambda: render.route(args.topic, data))
     return EXIT_OK

@@ -316,3 +316,10 @@ def test_kv_export_to_a_path_it_cannot_write_says_so(tmp_path, where, said):
     assert e.value.exit_code == 2 and e.value.message.startswith(f"cannot write {tmp_path / where}: ")
     assert said in e.value.message and ".kvConfig." not in e.value.message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-folder"]  # nothing left behind
+
+
+def test_count_without_watch_is_a_usage_error(capsys):
+    """`route TopicTest --count 1` printed the route once and ignored --count, which only counts --watch's routes
+    (issue 39, round 2)."""
+    assert commands.run(args_for("--server", "http://127.0.0.1:1", "route", "TopicTest", "--count", "1"), {}) == 2
+    assert capsys.readouterr().err == "namesrv admin route: --count counts the routes --watch prints: add --watch\n"
