@@ -9,15 +9,15 @@ other registration of the broker meanwhile (another connection, another worker, 
 the whole table sent with the delta instead. Keyed by the registration's header as the digest covers it (the same
 broker, the same identity and flags), so the connections a broker registers on share it.
 
-Bounded in topics held (a base costs ~100 bytes a topic): the oldest bases go first, and a broker whose base is
-gone sends its next changed registration whole.
+Kept as the table's groups only (TopicTable.compact, ~15 bytes a topic) and bounded in topics held: the oldest
+bases go first, and a broker whose base is gone sends its next changed registration whole.
 """
 
 from __future__ import annotations
 
 from service.models import TopicTable
 
-MAX_TOPICS = 500_000
+MAX_TOPICS = 1_000_000
 
 
 class RegistrationBases:
@@ -43,5 +43,5 @@ class RegistrationBases:
             return
         while self.topics + table.count > self.max_topics:
             self.topics -= self._bases.pop(next(iter(self._bases)))[1].count
-        self._bases[key] = (digest, table)
+        self._bases[key] = (digest, table.compact())
         self.topics += table.count

@@ -74,7 +74,7 @@ class Twins:
         base = self.bases.get(key)
         delta = (TopicDelta.between(base[0], base[1], req.topic_table) if base is not None and base[0] != d
                  else None)
-        self.bases[key] = (d, table)
+        self.bases[key] = (d, table.compact())  # as a worker keeps it
         got = []
         for store, extra in ((self.whole, {}), (self.delta, {"delta": delta})):
             try:
@@ -325,4 +325,6 @@ def test_tables_of_one_queue_data_give_the_same_delta_by_the_short_ways(old, nam
     general = TopicDelta.between("D", TopicTable(encs=old), TopicTable(encs=table))
     assert parts(TopicDelta.between("D", TopicTable(encs=old), TopicTable(encs=table, single=enc))) == parts(general)
     assert parts(TopicDelta.between("D", TopicTable(encs=old, single=old_single),
+                                    TopicTable(encs=table, single=enc))) == parts(general)
+    assert parts(TopicDelta.between("D", TopicTable(encs=old, single=old_single).compact(),
                                     TopicTable(encs=table, single=enc))) == parts(general)
