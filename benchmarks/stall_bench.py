@@ -289,7 +289,14 @@ class Slowlog:
     def read(self) -> dict:
         slow = self.admin.slowlog_get(10_000) if self.admin is not None else []
         top = sorted(slow, key=lambda e: -e["duration"])[:5]
-        return {"redis_longest_ms": top[0]["duration"] / 1000 if top else 0.0,
+        by_script: dict[str, list[float]] = {}
+        for e in slow:
+            name = command_name(e["command"])
+            if name in STEP_SCRIPTS:
+                by_script.setdefault(name, []).append(e["duration"] / 1000)
+        steps = {name: {"calls_over_1ms": len(ms), "p50_ms": round(sorted(ms)[len(ms) // 2], 2),
+                        "max_ms": round(max(ms), 2)} for name, ms in by_script.items()}
+        return {"redis_steps": steps, "redis_longest_ms": top[0]["duration"] / 1000 if top else 0.0,
                 "redis_longest_command": (top[0]["command"].decode(errors="replace")[:60] if top else ""),
                 "redis_longest": [{"ms": round(e["duration"] / 1000, 2), "command": command_name(e["command"])}
                                   for e in top],
@@ -314,6 +321,16 @@ def _script_names() -> dict[str, str]:
 
 
 SCRIPTS = _script_names()
+STEP_SCRIPTS = ("EVALSHA registerChunk", "EVALSHA registerFinish", "EVALSHA sweepBroker", "EVALSHA expireBrokers")
+
+
+def step_sizes(url: str) -> dict:
+    """A worker's step sizes now and the cost per topic they measured (namesrv_store_step_*, steps.py)."""
+    text = urllib.request.urlopen(url + "/metrics").read().decode()
+    sizes = dict(re.findall(r'^namesrv_store_step_topics\{kind="(\w+)"\} (\S+)$', text, re.M))
+    costs = dict(re.findall(r'^namesrv_store_step_cost_microseconds\{kind="(\w+)"\} (\S+)$', text, re.M))
+    return {k: {"topics": int(float(v)), "us_per_topic": round(float(costs[k]), 2) if k in costs else None}
+            for k, v in sizes.items()}
 
 
 def burn(until: float) -> None:
@@ -363,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     phases: dict[str, dict] = {}
     lags: dict[str, list] = {}
     load_seen: list[float] = []  # the 1-minute load average as each phase began
+    sizes: dict[str, list] = {}  # per phase, each worker's step sizes after it
     try:
         if server is not None:
             asyncio.run(seed(server.url, 1000))
@@ -392,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             slowlog.reset()
             phases[name] = {"reads": read_run(targets, args.topics, args.rate, seconds, during), **slowlog.read()}
             after = [lag(u) for u in urls]
+            sizes[name] = [step_sizes(u) for u in urls]
             lags[name] = [{"max_ms": a["max_ms"], "over_50ms": a["over_50ms"] - b["over_50ms"],
                            "over_25ms": a["over_25ms"] - b["over_25ms"], "samples": a["samples"] - b["samples"]}
                           for b, a in zip(before, after, strict=True)]
@@ -437,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
            # per phase: the longest Redis command, and per worker and door its reads
            "phases": {name: {**{k: v for k, v in ph.items() if k != "reads"},
                              "reads": [{"worker": i, "door": d, **ph["reads"][f"{u} {d}"]} for i, u, d in keys],
-                             "lag": lags[name]} for name, ph in phases.items()}}
+                             "lag": lags[name], "steps": sizes[name]} for name, ph in phases.items()}}
     # the published names the README and the smoke test read (registrations: as before this bench had phases)
     res.update({k: phases["registrations"][k] for k in ("redis_longest_ms", "redis_longest_command",
                                                          "redis_commands_over_20ms", "redis_commands_over_1ms")})
@@ -469,6 +488,15 @@ def main(argv: list[str] | None = None) -> int:
         "of each phase:",
         "",
         *(f"- {name}: " + ", ".join(f"{c['command']} {c['ms']} ms" for c in ph.get("redis_longest", []))
+          for name, ph in res["phases"].items()),
+        "",
+        "Step scripts of each phase over 1 ms (calls, p50, max) and worker 0's step sizes after it (topics; µs a "
+        "topic measured):",
+        "",
+        *(f"- {name}: " + (", ".join(f"{k.split()[-1]} {v['calls_over_1ms']} × p50 {v['p50_ms']} max {v['max_ms']} ms"
+                                     for k, v in ph.get("redis_steps", {}).items()) or "none")
+          + "; sizes " + ", ".join(f"{k} {v['topics']}" + (f" ({v['us_per_topic']} µs)" if v["us_per_topic"] else "")
+                                   for k, v in (ph["steps"][0] if ph["steps"] else {}).items())
           for name, ph in res["phases"].items()),
     ]) + "\n"
     name = "stall-embedded" if args.embedded else "stall"

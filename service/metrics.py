@@ -121,13 +121,26 @@ class RedisErrors:
 
 class BulkTurns:
     """The worker's bulk Redis work in turns (service/store/admission.py): calls waiting for a turn now, turns
-    waited for and how long in all, and calls answered at once because Redis was known to be down. `gate` is set
-    by the core (the route store's)."""
+    waited for and how long in all, and calls answered at once because Redis was known to be down; and the size of
+    its steps (service/store/steps.py). `gate` and `steps` are set by the core (the route store's)."""
 
     def __init__(self) -> None:
         self.gate: Any = None
+        self.steps: Any = None  # a callable answering the store's step sizers (service/store/steps.py)
 
     def collect(self) -> Iterator[Metric]:
+        steps = self.steps() if self.steps is not None else None
+        if steps is not None:
+            size = GaugeMetricFamily("namesrv_store_step_topics", "topics the next bulk step of each kind takes "
+                                     "(sized by what steps cost on this Redis, or fixed)", labels=["kind"])
+            cost = GaugeMetricFamily("namesrv_store_step_cost_microseconds", "Redis time per topic the steps of "
+                                     "each kind measured (running estimate; absent before any)", labels=["kind"])
+            for kind, sizer in steps.kinds():
+                size.add_metric([kind], sizer.topics())
+                if sizer.us_per_topic is not None:
+                    cost.add_metric([kind], sizer.us_per_topic)
+            yield size
+            yield cost
         g = self.gate
         yield GaugeMetricFamily("namesrv_redis_turns_queued", "bulk Redis calls (registrations, unregisters, expiry) "
                                 "waiting for a turn now", value=g.queued if g else 0)

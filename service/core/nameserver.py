@@ -172,6 +172,7 @@ class NameServer:
         self.settings = settings  # start-up settings overlaid by the shared runtime switches
         self.metrics = metrics or Metrics()
         self.metrics.turns.gate = store.gate
+        self.metrics.turns.steps = lambda: store.steps
         self.access = Access(settings)
         self._clock = clock
         self.started = clock()

@@ -72,6 +72,9 @@ class Steps:
         self.sweep = StepSizer(size, fixed or START, target)  # sweepBroker, and the bound past which removals sweep
         self.expire = StepSizer(0 if adaptive else EXPIRE_START, EXPIRE_START, target)  # expireBrokers' budget
 
+    def kinds(self) -> list[tuple[str, StepSizer]]:
+        return [("write", self.write), ("finish", self.finish), ("sweep", self.sweep), ("expire", self.expire)]
+
     def chunked_past(self) -> int:
         """Registrations with more topics go in steps (0: never)."""
         return self.write.topics() if self.adaptive or self.write.fixed else 0
