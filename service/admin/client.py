@@ -172,7 +172,7 @@ class HttpApi:
         except (orjson.JSONDecodeError, AttributeError):
             message, code = f"HTTP {exc.code} from {self.base}", ""
         if code == "REMOTING_PORT":  # our native door's answer to an HTTP request (service/remoting/server.py)
-            return self._remoting_door("it says so")
+            return self._remoting_door("its answer to HTTP says so")
         prefix = urlsplit(self.base).path
         if prefix and code == "NOT_FOUND" and message.startswith("no route for "):  # our router's 404: not the API
             return AdminError(EXIT_USAGE, f"{self.base} is not the HTTP API: the server has no route for "
