@@ -13,6 +13,8 @@ import asyncio
 import hashlib
 import logging
 import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -151,6 +153,26 @@ def prepare_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterB
                          ) -> RegisterBroker:
     """Decode and validate a registration body, topics compacted: what a parser process sends back."""
     return parse_registration(decode, raw).compact()
+
+
+def parser_pool() -> ProcessPoolExecutor:
+    """The worker's parser process for large bodies (spawned, so it holds none of the worker's state), which ends
+    with the worker however the worker ends."""
+    return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_end_with_parent,
+                               initargs=(os.getpid(),))
+
+
+def _end_with_parent(parent: int) -> None:
+    """In the parser process: exit once the worker that started it is gone. A worker SIGKILLed (the OOM killer, a
+    fault test) left it waiting for good on a pipe whose other end it holds itself, with multiprocessing's
+    resource tracker beside it."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="end-with-worker", daemon=True).start()
 
 
 def parse_kv_import(decode: Callable[[bytes], Any], raw: bytes) -> tuple[dict[str, dict[str, str]], bool, bool]:
@@ -411,7 +433,7 @@ class NameServer:
         if (len(raw) if cost is None else cost) < OFFLOAD_BYTES:
             return parse_registration(decode, raw)
         if self._parsers is None:
-            self._parsers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self._parsers = parser_pool()
         return await asyncio.get_running_loop().run_in_executor(self._parsers, prepare_registration, decode, raw)
 
     async def heartbeat(self, who: Principal, body: Mapping[str, Any]) -> HeartbeatResult:
@@ -628,7 +650,7 @@ class NameServer:
             table, replace, dry_run = parse_kv_import(decode, raw)
         else:
             if self._parsers is None:
-                self._parsers = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                self._parsers = parser_pool()
             table, replace, dry_run = await asyncio.get_running_loop().run_in_executor(
                 self._parsers, parse_kv_import, decode, raw)
         if not dry_run:

@@ -87,3 +87,53 @@ async def test_a_large_kv_import_is_parsed_in_another_process_errors_intact(ns, 
                                             "problem": "key: control character U+0000 at position 1 "
                                                        "(any other text is allowed)"}]
     assert len(await ns.store.kv_list("ORDER_TOPIC_CONFIG")) == 15_000  # the refused import wrote nothing
+
+
+WORKER_WITH_A_PARSER = """
+import asyncio, sys
+import fakeredis
+from service.config import load_settings
+from service.core import NameServer
+from service.core.nameserver import OFFLOAD_BYTES
+from service.http.handlers import json_object
+from service.store import RouteStore
+from tests.unit.test_registration_offload import body
+
+async def main():
+    ns = NameServer(RouteStore(fakeredis.FakeAsyncRedis(decode_responses=True)), load_settings(env={}))
+    raw = body(10_000)
+    assert len(raw) >= OFFLOAD_BYTES
+    await ns._parse_registration(json_object, raw)  # starts the parser process
+    (child,) = ns._parsers._processes
+    print(child, flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_the_parser_process_ends_with_a_worker_killed_with_minus_9():
+    """A worker SIGKILLed (the robustness tier does it mid-registration; so does the kernel's OOM killer) left its
+    parser process, and multiprocessing's resource tracker, running for good: each waits on a pipe whose other end
+    it holds itself (found after a CI run: 4 processes, 115 MB, still there 46 min later; issue 39, round 2)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    worker = subprocess.Popen([sys.executable, "-c", WORKER_WITH_A_PARSER], cwd=Path(__file__).parents[2],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        parser = int(worker.stdout.readline())
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(parser, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(parser, signal.SIGKILL)
+    pytest.fail(f"the parser process {parser} outlived its worker")
