@@ -43,15 +43,15 @@ BROKER_EVERY_S = 30  # RocketMQ brokers register (full topic table) every 30 s
 TARGET_UTILIZATION = 0.5  # leave half the primary for bursts, expiry scans, snapshots, failover catch-up
 
 
-class Recorder(aioredis.Redis):
-    """A client that remembers the last EVALSHA it sent (so the bench replays exactly what the store sends)."""
+class RecordingStore(RouteStore):
+    """A store that remembers the last script call it sent, as the EVALSHA command Redis receives (so the bench
+    replays exactly what the store sends, whichever way the store's calls reach the socket)."""
 
     last: tuple[Any, ...] = ()
 
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        if args and args[0] == "EVALSHA":
-            self.last = args
-        return await super().execute_command(*args, **options)
+    async def _evalsha(self, redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
+        self.last = ("EVALSHA", sha, len(keys), *keys, *args)
+        return await super()._evalsha(redis, sha, keys, args, replicas)
 
 
 def broker(name: str, n: int, counter: int, addr: str, read: int = 8) -> RegisterBroker:
@@ -75,15 +75,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     async with BenchRedis() as bench:
         port = bench.server.port
-        client = Recorder(host="127.0.0.1", port=port, decode_responses=True)
-        store = RouteStore(client, PREFIX)
+        client = aioredis.Redis(host="127.0.0.1", port=port, decode_responses=True)
+        store = RecordingStore(client, PREFIX)
         await store.load_scripts()
         assert bench.client is not None
         await bench.client.config_set("slowlog-log-slower-than", -1)  # commandstats only: the slow log costs
 
         async def case(name: str, per_broker_every_s: float | None, prepare: Any, notes: str = "") -> None:
             await prepare()
-            captured = client.last
+            captured = store.last
             await bench.client.config_resetstat()
             rps = replay(port, captured, requests)
             stats = await bench.client.info("commandstats")
