@@ -271,4 +271,5 @@ def test_compare_bench_tiny(tmp_path):
                                                      "http / native (warm)"]
     for r in saved["results"]:
         assert r["correct"] and r["differences_found"] == compare_bench.PLANTED and r["exit"] == 5
-        assert r["topics"] == 410 and r["peak_rss_mb"] >= r["baseline_rss_mb"] > 10
+        # two processes' peaks: at tiny size compare's may sit a fraction of a MB under the bare CLI's (39.1 vs 39.2)
+        assert r["topics"] == 410 and r["peak_rss_mb"] > 10 and r["baseline_rss_mb"] > 10
