@@ -30,7 +30,7 @@ class Namesrv:
         self.proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve"], env=full_env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
 
-    def wait_ready(self, timeout: float = 20.0) -> Namesrv:
+    def wait_ready(self, timeout: float = 60.0) -> Namesrv:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
