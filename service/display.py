@@ -48,6 +48,20 @@ def when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def when_iso(stamp: str | None) -> str:
+    """An ISO 8601 UTC time from a report ("2026-11-28T06:41:18Z") in the same form as `when`, so one table never
+    mixes the two; text that is no such time is shown as it is."""
+    if not stamp:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return str(stamp)
+    if moment.tzinfo is None:
+        return str(stamp)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def data_version(dv: dict[str, Any] | None) -> str:
     """A DataVersion as "counter 3 · 2026-11-21 11:14:04 UTC" (the counter changes with every topic change)."""
     if not dv:

@@ -290,7 +290,8 @@ def skew(summary: dict[str, Any], top: int) -> Group:
     totals = summary.get("totals") or {}
     flags = ", ".join(f"{k} {v}" for k, v in sorted((totals.get("flags") or {}).items())) or "none"
     head = Text.assemble(
-        ("Skew report ", "bold"), f"generated {summary.get('generatedAt', '-')} from {w.get('snapshots', '-')} "
+        ("Skew report ", "bold"),
+        f"generated {display.when_iso(summary.get('generatedAt'))} from {w.get('snapshots', '-')} "
         f"snapshot(s), {display.when(w.get('firstTakenAt'))} → {display.when(w.get('latestTakenAt'))}\n",
         f"{totals.get('topics', '-')} topics, {totals.get('brokers', '-')} brokers, {totals.get('clusters', '-')} "
         f"clusters; worsening {totals.get('worsening', '-')}; flags: {flags}")
@@ -333,7 +334,7 @@ def skew_history(runs: list[dict[str, Any]]) -> RenderableType:
         totals = r.get("totals") or {}
         flags = ", ".join(f"{k} {v}" for k, v in sorted((totals.get("flags") or {}).items()) if v) or "none"
         gini = ", ".join(f"{c.get('cluster', '')} {display.number(c.get('gini'))}" for c in r.get("clusters") or [])
-        t.add_row(str(r.get("generatedAt", "-")), display.when(r.get("latestTakenAt")), str(r.get("snapshots", "")),
-                  str(r.get("rows", "")), str(totals.get("topics", "")), str(totals.get("brokers", "")), flags,
-                  str(totals.get("worsening", "")), gini)
+        t.add_row(display.when_iso(r.get("generatedAt")), display.when(r.get("latestTakenAt")),
+                  str(r.get("snapshots", "")), str(r.get("rows", "")), str(totals.get("topics", "")),
+                  str(totals.get("brokers", "")), flags, str(totals.get("worsening", "")), gini)
     return t

@@ -18,6 +18,7 @@ import uuid
 import orjson
 import pytest
 
+from service import display
 from tests.console import fleet
 from tests.console.conftest import HISTORY, hostile_summary, store_summary
 from tests.integration.conftest import Namesrv
@@ -140,13 +141,15 @@ def test_skew_history(server):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"Skew runs (newest first, {len(runs)})")
     rows = table(r.stdout)[2:]  # title, header
-    assert [row[0] for row in rows] == [run["generatedAt"] for run in runs]
+    # the run's time in the form every other column takes ("2026-11-28 06:41:18 UTC"), not the report's ISO text
+    assert [row[0] for row in rows] == [display.when_iso(run["generatedAt"]) for run in runs]
+    assert rows[0][0].endswith(" UTC") and rows[0][1].endswith(" UTC")
     newest = runs[0]
     gini = ", ".join(f"{c['cluster']} {c['gini']:.3f}".rstrip("0") for c in newest["clusters"])
     assert rows[0][-1] == gini and rows[0][4] == str(newest["totals"]["topics"])
     assert rows[0][6] == "CONCENTRATED 4, SINGLE_BROKER 2"  # flags counted zero are left out
     one = table(admin(server, "skew", "--history", "1", token=READ).stdout)
-    assert len(one) == 3 and one[2][0] == newest["generatedAt"]
+    assert len(one) == 3 and one[2][0] == display.when_iso(newest["generatedAt"])
     as_json = orjson.loads(admin(server, "skew", "--history", "2", "--json", token=READ).stdout)
     assert [run["runId"] for run in as_json["runs"]] == [run["runId"] for run in runs]
     assert "topics" not in as_json["runs"][0]  # the history carries totals and clusters, not the full lists

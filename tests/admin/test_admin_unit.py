@@ -7,6 +7,7 @@ import collections
 import io
 import os
 import re
+from datetime import datetime
 
 import pytest
 
@@ -27,6 +28,18 @@ def text_of(renderable) -> str:
                                      (90_000_000, "1 d 1 h"), (86_400_000, "1 d")])
 def test_ages_read_as_people_say_them(ms, text):
     assert display.age(ms) == text
+
+
+@pytest.mark.parametrize("stamp,text", [("2026-11-28T06:41:18Z", "2026-11-28 06:41:18 UTC"),
+                                        ("2026-11-28T07:41:18+01:00", "2026-11-28 06:41:18 UTC"),
+                                        (None, "-"), ("", "-"), ("yesterday", "yesterday"),
+                                        ("2026-11-28T06:41:18", "2026-11-28T06:41:18")])
+def test_report_times_read_like_the_registrys_times(stamp, text):
+    """A skew report's ISO times and the registry's millisecond times print alike in one table; a time without a
+    zone is not guessed at."""
+    assert display.when_iso(stamp) == text
+    if text.endswith(" UTC"):
+        assert display.when(int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)) == text
 
 
 @pytest.mark.parametrize("perm,text", [(6, "RW"), (4, "R-"), (2, "-W"), (0, "--"), (7, "RWX"), (None, "-")])
