@@ -134,16 +134,21 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def call(sock: socket.socket, data: bytes) -> int:
-    """Send one frame, read one reply; its code."""
+def reply(sock: socket.socket, data: bytes) -> tuple[int, bytes]:
+    """Send one frame, read one reply: its code and body."""
     sock.sendall(data)
     total = struct.unpack(">I", _recv_exact(sock, 4))[0]
     rest = _recv_exact(sock, total)
     hl = struct.unpack(">I", rest[:4])[0] & 0xFFFFFF
     header = rest[4:4 + hl]
     if rest[0] == 1:
-        return struct.unpack(">h", header[:2])[0]
-    return int(json.loads(header)["code"])
+        return struct.unpack(">h", header[:2])[0], rest[4 + hl:]
+    return int(json.loads(header)["code"]), rest[4 + hl:]
+
+
+def call(sock: socket.socket, data: bytes) -> int:
+    """Send one frame, read one reply; its code."""
+    return reply(sock, data)[0]
 
 
 def connect(port: int) -> socket.socket:
@@ -211,15 +216,15 @@ class Server:
 
 
 class Ours(Server):
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, **env: object) -> None:
         self.name = f"rmq-namesrv, {workers} worker{'s' if workers > 1 else ''}"
         self.redis = RedisServer().start()
         self.redis_pid = self.redis.proc.pid
-        self.port = free_port()
+        self.port, self.http_port = free_port(), free_port()
         try:
             self.proc = start([sys.executable, "-m", "service.cli", "serve"],
-                              worker_env(self.redis.url, http_port := free_port(), workers, remoting_port=self.port))
-            wait_http(f"http://127.0.0.1:{http_port}/readyz", 90)  # a busy shared machine starts slowly
+                              worker_env(self.redis.url, self.http_port, workers, remoting_port=self.port, **env))
+            wait_http(f"http://127.0.0.1:{self.http_port}/readyz", 90)  # a busy shared machine starts slowly
         except BaseException:
             if getattr(self, "proc", None) is not None:
                 stop(self.proc)
@@ -235,12 +240,12 @@ class Ours(Server):
 
 
 class Java(Server):
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, **config: object) -> None:
         from tests.interop import rocketmq as rmq
 
         self.name = "Apache Java 5.5.0"
         self.port = free_port()
-        self.ns = rmq.ApacheNameServer(rmq.LINE5, root, self.port)
+        self.ns = rmq.ApacheNameServer(rmq.LINE5, root, self.port, **config)  # namesrv.properties
         # runserver.sh on JDK >= 9: -server, G1, metaspace 128m/320m, full tiered compilation (the interop
         # harness's C1-only, serial-GC flags are for start-up speed in tests, not for a benchmark).
         argv, jvm = self.ns.argv, []
