@@ -272,6 +272,9 @@ class HttpApi:
     def skew_history(self, limit: int) -> dict[str, Any]:
         return self.call("GET", "/v1/reports/skew/history", query={"limit": str(limit)})
 
+    def capacity(self) -> dict[str, Any]:
+        return self.call("GET", "/v1/capacity")
+
     # --- writes
     def delete_topic(self, topic: str, cluster: str | None = None) -> dict[str, Any]:
         return self.call("DELETE", f"/v1/topics/{_seg(topic)}", query={"cluster": cluster})
@@ -427,6 +430,9 @@ class RemotingApi:
 
     def skew_history(self, limit: int) -> dict[str, Any]:
         raise self.unsupported("the skew report")
+
+    def capacity(self) -> dict[str, Any]:
+        raise self.unsupported("the capacity report")
 
     # --- writes
     def delete_topic(self, topic: str, cluster: str | None = None) -> dict[str, Any]:

@@ -136,6 +136,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--history", type=int, nargs="?", const=10, metavar="N",
                    help="instead: the last N runs, newest first, one line each (default 10, at most 48)")
     compare.add_command(command)
+    command("capacity", "where the registry stands against the sizing model: brokers, topics, Redis memory, headroom "
+                        "(ours: README, Sizing)")
     p = command("watch", "live brokers with last-heartbeat age, refreshed (Ctrl-C to stop)")
     p.add_argument("--cluster", help="only this cluster")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
@@ -393,6 +395,14 @@ def cmd_controller(api: Api, args: argparse.Namespace, out: Out) -> int:
     return EXIT_OK if data.get("brokerSets") or not args.broker else EXIT_NOT_FOUND
 
 
+def cmd_capacity(api: Api, args: argparse.Namespace, out: Out) -> int:
+    from service.admin import render
+
+    data = api.capacity()
+    out.data(data, lambda: render.capacity(data))
+    return EXIT_OK
+
+
 def cmd_watch(api: Api, args: argparse.Namespace, out: Out) -> int:
     """Refresh the live-broker table every --interval: in place on a terminal, one table (or JSON line) after
     another otherwise."""
@@ -441,6 +451,7 @@ COMMANDS: dict[str, Callable[[Api, argparse.Namespace, Out], int]] = {
     "delete-topic": cmd_delete_topic, "wipe-write-perm": cmd_wipe_write_perm, "add-write-perm": cmd_add_write_perm,
     "kv": cmd_kv, "config": cmd_config, "skew": cmd_skew, "watch": cmd_watch, "controller": cmd_controller,
     "compare": compare.cmd_compare,
+    "capacity": cmd_capacity,
 }
 
 

@@ -338,3 +338,53 @@ def skew_history(runs: list[dict[str, Any]]) -> RenderableType:
                   str(r.get("snapshots", "")), str(r.get("rows", "")), str(totals.get("topics", "")),
                   str(totals.get("brokers", "")), flags, str(totals.get("worsening", "")), gini)
     return t
+
+
+def _mb(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1024:.1f} GB" if value >= 1024 else f"{value:.1f} MB"
+
+
+def capacity(data: dict[str, Any]) -> Group:
+    """GET /v1/capacity: the registry's counts, its Redis, and where it stands against the sizing model."""
+    reg = table("REGISTRY", "VALUE>", title="The registry")
+    for label, key in (("live brokers (addresses)", "brokers"), ("broker names", "brokerNames"),
+                       ("clusters", "clusters"), ("topics", "topics"), ("(topic, broker) entries", "entries"),
+                       ("topics per broker", "topicsPerBroker"), ("brokers per topic", "brokersPerTopic"),
+                       ("workers announced", "workers")):
+        reg.add_row(label, f"{data.get(key, 0):,}")
+    r = data.get("redis") or {}
+    red = table("REDIS", "VALUE>", title="Its Redis (INFO)")
+    red.add_row("used memory", _mb(r.get("usedMemoryMb")))
+    red.add_row("resident (RSS)", _mb(r.get("rssMb")))
+    red.add_row("maxmemory", _mb(r.get("maxmemoryMb")) if r.get("maxmemoryMb") else "not set")
+    cpu, up = r.get("cpuSecondsSinceStart"), r.get("uptimeSeconds")
+    red.add_row("CPU since start", f"{cpu:,.0f} s ({cpu / up:.1%} of a core)" if cpu is not None and up else "-")
+    red.add_row("version", str(r.get("version") or "-"))
+    parts: list[RenderableType] = [reg, red]
+    model, room = data.get("model"), data.get("headroom")
+    if model is None or room is None:
+        parts.append(Text("no live broker: nothing to weigh against the sizing model"))
+        return Group(*parts)
+    m = table("RESOURCE", "THIS FLEET (MODEL)", "USE OF THE LIMIT>",
+              title="Against the sizing model (README, Sizing), a fleet of this shape at its restart peak")
+    use = model["utilisation"]
+    m.add_row("Redis CPU", f"{model['redisCoresPeak']:.3g} cores (steady {model['redisCores']:.3g})",
+              f"{use.get('Redis CPU', 0):.0%}")
+    m.add_row("Redis memory", f"{_mb(model['redisMb'])} (used now: {_mb(r.get('usedMemoryMb'))})",
+              f"{use.get('Redis memory', 0):.0%}")
+    events, cache = "a worker's event application", "the route cache's bounds"
+    m.add_row(events, f"{model['eventCoresPerWorker']:.3g} cores", f"{use.get(events, 0):.0%}")
+    m.add_row(cache, f"{_mb(model['workerMb'])} per worker in all", f"{use.get(cache, 0):.0%}")
+    m.add_row("workers", f"{model['workersNeeded']} needed ({model['workerCoresPeak']:.3g} cores at the peak), "
+                         f"{data.get('workers', 0)} announced", "")
+    m.add_row("registrations in", f"{model['registrationMbPerS']:.3g} MB/s", "")
+    parts.append(m)
+    more = room["moreBrokers"]
+    line = (f"Headroom: {more:,} more brokers of this shape ({room['maxBrokers']:,} in all) before {room['limit']}."
+            if more else f"No headroom: {room['limit']} is at or past its limit ({room['maxBrokers']:,} brokers).")
+    if room.get("workersShort"):
+        line += f" Add {room['workersShort']} worker(s) for the model's CPU."
+    parts.append(Text(line))
+    return Group(*parts)

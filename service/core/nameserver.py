@@ -32,6 +32,8 @@ from service.config import (
     canonical_name,
     parse_value,
 )
+from service.core import capacity as sizing
+from service.core import capacity_model
 from service.core.access import Access, Principal, Role
 from service.core.coalesce import Coalescer
 from service.core.deltas import RegistrationBases
@@ -69,6 +71,7 @@ from service.models import (
 )
 from service.store import RouteStore, SnapshotStore
 from service.store.keys import ORDER_TOPIC_CONFIG
+from service.store.members import MemberStore
 from service.store.outage import cause_unplaced
 
 log = logging.getLogger(__name__)
@@ -751,6 +754,16 @@ class NameServer:
             raise ReportNotFound("no skew report with a trend yet: run `namesrv skew-report` (see "
                                  "docs/skew-report.md)")
         return trend
+
+    async def capacity(self, who: Principal) -> dict[str, Any]:
+        """Where the registry stands against the sizing model (service/core/capacity.py): its brokers, topics and
+        entries, its Redis's memory and CPU, the load the model gives a fleet of its shape, and the headroom."""
+        self.access.require(who, Role.READ)
+        stats = await self.store.capacity_stats()
+        workers = len(await MemberStore(self.store).live())
+        s = self.settings
+        return sizing.report(capacity_model.MODEL, stats, workers, route_cache_entries=s.route_cache_max_entries,
+                               route_cache_mb=s.route_cache_max_bytes / 2**20)
 
     async def expire_due(self) -> list[tuple[str, str, str]]:
         """Expire every broker past its timeout, one bounded script call after another; first finish the removals

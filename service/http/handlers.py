@@ -327,3 +327,7 @@ async def skew_history(request: web.Request) -> web.Response:
 
 async def skew_trend(request: web.Request) -> web.Response:
     return reply(await request.app[NS].skew_trend(principal(request)))
+
+
+async def capacity(request: web.Request) -> web.Response:
+    return reply(await request.app[NS].capacity(principal(request)))

@@ -82,6 +82,8 @@ ROUTES: tuple[Route, ...] = (
           "Kept skew report runs, newest first (?limit=N): totals and cluster metrics of each"),
     Route("GET", "/v1/reports/skew/trend", h.skew_trend, "read",
           "Latest skew report against earlier runs: skew and broker shares that grew, Gini per run"),
+    Route("GET", "/v1/capacity", h.capacity, "read",
+          "Where the registry stands against the sizing model: brokers, topics, Redis memory, the headroom left"),
     Route("GET", "/rocketmq/nsaddr", ops.nsaddr, "open", "Name-server addresses host:port;host:port"),
     Route("GET", "/livez", ops.livez, "open", "Liveness"),
     Route("GET", "/readyz", ops.readyz, "open", "Readiness: Redis reachable, scripts loaded"),

@@ -19,7 +19,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import Sentinel
-from redis.exceptions import MovedError
+from redis.exceptions import MovedError, ResponseError
 
 from service.config import DEFAULT_BROKER_TIMEOUT_MS
 from service.errors import QueryNotFound, from_script_code
@@ -780,6 +780,30 @@ class RouteStore(ChangeEvents):
             pipe.scard(self.keys.clusters)
             live, topics, brokers, clusters = await pipe.execute()
         return {"liveBrokers": live, "topics": topics, "brokerNames": brokers, "clusters": clusters}
+
+    @bounded(bulk=True)
+    async def capacity_stats(self) -> dict[str, Any]:
+        """What `namesrv admin capacity` weighs against the sizing model: the registry's counts, its (topic, broker)
+        entries (the brokers' topic sets, counted in one pipeline: one SCARD a broker name, none of them long) and
+        Redis's own INFO memory, cpu and server figures (in Cluster mode, of the registry's node)."""
+        counts = await self.stats()
+        names = await self.redis.smembers(self.keys.brokers)
+        entries = 0
+        if names:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for name in names:
+                    pipe.scard(self.keys.broker_topics(name))
+                entries = sum(int(n) for n in await pipe.execute())
+        node = {"target_nodes": self.redis.get_node_from_key(self.keys.version)} if self.cluster else {}
+        info: dict[str, Any] = {}
+        for section in ("memory", "cpu", "server"):
+            try:
+                info.update(await self.redis.info(section, **node))
+            except ResponseError:  # the embedded mode's fakeredis has no INFO
+                break
+        keep = ("used_memory", "used_memory_rss", "used_memory_peak", "maxmemory", "used_cpu_sys", "used_cpu_user",
+                "uptime_in_seconds", "redis_version")
+        return {**counts, "entries": entries, "redis": {k: info[k] for k in keep if k in info}}
 
     @bounded()
     async def redis_time_ms(self) -> int:

@@ -79,6 +79,30 @@ def test_clusters_and_brokers(server):
     assert len(data["brokers"]) == 8 and data["now"] >= max(b["lastHeartbeat"] for b in data["brokers"])
 
 
+def test_capacity(server):
+    """The registry's standing against the sizing model: its counts as Redis holds them (entries: every topic's
+    queue data, counted here through the API), Redis's own memory, the model's load and the headroom; rmq:// has
+    no request code for it."""
+    data = orjson.loads(admin(server, "--json", "capacity").stdout)
+    topics = fleet.call(server.url, "GET", "/v1/topics", token=ADMIN)["topicList"]
+    entries = sum(len(fleet.call(server.url, "GET", f"/v1/topics/{t}/route", token=ADMIN)["queueDatas"])
+                  for t in topics)
+    assert (data["brokers"], data["brokerNames"], data["clusters"]) == (8, 5, 2)
+    assert (data["topics"], data["entries"]) == (len(topics), entries) and data["workers"] == 1
+    assert data["topicsPerBroker"] == round(entries / 5, 1)
+    assert data["redis"]["usedMemoryMb"] > 0.5 and data["redis"]["version"] and data["redis"]["maxmemoryMb"] is None
+    model, room = data["model"], data["headroom"]
+    assert 0 < model["redisCores"] <= model["redisCoresPeak"] and model["workersNeeded"] == 1
+    assert room["maxBrokers"] > 8 and room["moreBrokers"] == room["maxBrokers"] - 8
+    assert room["limit"] in model["utilisation"] and data["basis"]["per request"].startswith("benchmarks.peers")
+    text = admin(server, "capacity").stdout
+    assert f"Headroom: {room['moreBrokers']:,} more brokers of this shape" in text
+    assert ["live brokers (addresses)", "8"] in table(text) and ["(topic, broker) entries", f"{entries}"] in table(text)
+    r = admin(server, "--server", f"rmq://127.0.0.1:{server.remoting_port}", "capacity", token=READ)
+    assert r.returncode == 2 and "use the HTTP door" in r.stderr
+    assert admin(server, "capacity", token=None).returncode == 4  # reads need a token here
+
+
 def test_topics_route_and_filters(server):
     rows = table(admin(server, "topics").stdout)
     assert rows[0] == ["TOPIC", "KIND"]
