@@ -273,3 +273,39 @@ def test_compare_bench_tiny(tmp_path):
         assert r["correct"] and r["differences_found"] == compare_bench.PLANTED and r["exit"] == 5
         # two processes' peaks: at tiny size compare's may sit a fraction of a MB under the bare CLI's (39.1 vs 39.2)
         assert r["topics"] == 410 and r["peak_rss_mb"] > 10 and r["baseline_rss_mb"] > 10
+
+
+def test_fleet_bench_tiny(tmp_path):
+    """The fleet's day at tiny size, against Apache's Java NameServer (when tests/interop/java is built) and ours
+    with 1 and 2 workers: the load tool got SUCCESS replies of every request type, the dead brokers left the routes
+    a timeout after going silent, the restarted ones came back (cluster info lists the fleet less the dead), the
+    server's CPU and memory were sampled every minute, and the table and the plot were written."""
+    need("redis-server")
+    need("cc")
+    from benchmarks import fleet
+
+    assert fleet.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = orjson.loads((tmp_path / "fleet-tiny.json").read_bytes())
+    names = [s["server"] for s in res["servers"]]
+    assert names[-2:] == ["rmq-namesrv, 1 worker", "rmq-namesrv, 2 workers"]
+    assert names[0] == "Apache Java 5.5.0" or "Apache Java NameServer skipped" in res["notes"][0]
+    plan = fleet.Plan(**res["plan"])
+    for s in res["servers"]:
+        types = dict(zip(res["types"], s["load"]["types"], strict=True))
+        assert types["heartbeat (oneway)"]["sent"] > 0
+        for name, t in types.items():
+            if name != "heartbeat (oneway)":
+                assert t["sent"] > 0 and t["codes"].get("0", 0) > 0, (s["server"], name, t)
+        assert types["unregister"]["sent"] == res["fleet"]["restarted"]
+        assert s["load"]["unmatched"] == 0 and s["load"]["connect_errors"] == 0
+        assert s["brokers_listed_at_end"] == s["expected_brokers_at_end"] == plan.brokers - res["fleet"]["dying"]
+        # the last registration came at most a period before the death; the timeout runs from there
+        timeout = plan.expiry_due_s - plan.death_s
+        assert timeout - 30 <= s["expiry"]["after_death_s"] <= plan.end_s - plan.death_s, s["expiry"]
+        assert len(s["per_minute"]) == round(plan.end_s / 60) and s["cpu_per_minute"]["steady"] > 0
+        assert s["memory_mb"]["rss_peak"] > 0
+        assert ((s["memory_mb"]["redis_used_peak"] or 0) > 0) == s["server"].startswith("rmq-namesrv")
+    table = (tmp_path / "fleet-tiny.md").read_text()
+    assert all(f"| {s['cpu_per_minute']['steady']:.2f}" in table or f" {s['cpu_per_minute']['steady']:.2f}" in table
+               for s in res["servers"])
+    assert (tmp_path / "fleet-tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
