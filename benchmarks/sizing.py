@@ -192,8 +192,8 @@ def fmt_mb(mb: float) -> str:
 
 def table(model: Model, points: dict[str, Any]) -> str:
     head = ("| brokers × topics each (topics in all) | workers (cores: steady / restart peak) | Redis CPU, cores "
-            "(steady / peak) | Redis memory | memory per worker | registrations in | breaks first (use of its "
-            "limit) | extrapolated from |")
+            "(steady / peak) | Redis memory | memory per worker | registrations in | nearest limit (use of it; "
+            "**bold**: reached) | extrapolated from |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows(model):
         util = r["utilisation"]
@@ -210,7 +210,8 @@ def table(model: Model, points: dict[str, Any]) -> str:
             f"({r['worker_cores']:.2f} / {r['worker_cores_peak']:.2f}) | {r['redis_cores']:.3f} / "
             f"{r['redis_cores_peak']:.3f} | {fmt_mb(r['redis_mb'])} | {fmt_mb(r['worker_mb'])} "
             f"(routes {fmt_mb(r['route_cache_mb'])}) | {r['registration_bytes_per_s'] / 2**20:.1f} MB/s | "
-            f"**{first} {util[first]:.0%}** ({rest}) | {src} |")
+            f"{'**' if util[first] >= 1 else ''}{first} {util[first]:.0%}{'**' if util[first] >= 1 else ''} "
+            f"(then {rest}) | {src} |")
     m = model
     fleet = points.get("fleet")
     notes = [
