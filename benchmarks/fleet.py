@@ -262,13 +262,14 @@ def build(plan: Plan, frames: Frames) -> Schedule:
     restart_from, restart_to = plan.restart_window
     by_cluster = [list(range(c * plan.cluster_size, min(n, (c + 1) * plan.cluster_size)))
                   for c in range(plan.clusters)]
-    # the restarted: one broker in every tenth of each cluster's size, in cluster order; the dying: one broker
-    # (another) in clusters spread over the fleet, as a rack that goes dark
+    # the restarted: the middle broker of each cluster (10 % with clusters of 10), in cluster order; the dying: the
+    # second broker (not one with enableSlaveActingMaster: those are the first of ten) of clusters spread over the
+    # fleet, as a rack going dark
     sched.restarted = [b for b in range(n) if b % plan.cluster_size == plan.cluster_size // 2][
         : round(n * plan.restart_share)]
     die_n = max(1, round(n * plan.die_share))
     step = max(1, plan.clusters // die_n)
-    sched.dying = [by_cluster[c][0] for c in range(0, plan.clusters, step)][:die_n]
+    sched.dying = [by_cluster[c][1 % len(by_cluster[c])] for c in range(0, plan.clusters, step)][:die_n]
     restarts = {b: restart_from + i * (restart_to - restart_from) / max(1, len(sched.restarted))
                 for i, b in enumerate(sched.restarted)}
     dying = set(sched.dying)
@@ -741,6 +742,8 @@ def parse(argv: list[str] | None) -> tuple[str, Plan, argparse.Namespace]:
     p.add_argument("--period", type=float, help="real seconds per simulated 30 s (default 3)")
     p.add_argument("--servers", default="java,1,2", help="java and/or worker counts of ours (default java,1,2)")
     p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--sizing", action="store_true",
+                   help="then re-make the README's Sizing table from the results (python -m benchmarks.sizing)")
     args = p.parse_args(argv)
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     size = dict(SIZES[mode])
@@ -799,6 +802,10 @@ def main(argv: list[str] | None = None) -> int:
     base = write_results(Path(args.out), "fleet", doc, markdown(doc), mode == "tiny")
     if servers:
         plot(doc, base.with_suffix(".png"))
+    if args.sizing:
+        from benchmarks import sizing
+
+        return sizing.main([])
     return 0
 
 

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -513,6 +514,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: fleetload HOST PORT FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN\n");
         return 2;
     }
+    signal(SIGPIPE, SIG_IGN); /* a connection the server closed: write() says EPIPE, the connection is dropped */
     addr.sin_family = AF_INET;
     addr.sin_port = htons(atoi(argv[2]));
     inet_pton(AF_INET, argv[1], &addr.sin_addr);

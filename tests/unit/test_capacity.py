@@ -83,3 +83,17 @@ async def test_capacity_over_http_on_the_embedded_store(client):
     data = await (await client.get("/v1/capacity")).json()
     assert (data["brokers"], data["topics"], data["entries"], data["topicsPerBroker"]) == (1, 5, 5, 5.0)
     assert data["headroom"]["maxBrokers"] > 1 and data["model"]["workersNeeded"] == 1
+
+
+def test_sizing_is_made_from_the_committed_results():
+    """benchmarks.sizing reads benchmarks/results/*.json (nothing written here): one row per planned fleet, each
+    naming the limit it meets first and the measurement it extrapolates from."""
+    from benchmarks import sizing
+
+    model, _ = sizing.derive()
+    md = sizing.table(model, {})
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "×" in line and "brokers ×" not in line]
+    assert len(rows) == len(sizing.ROWS) == 7
+    assert all("the fleet point" in r and any(k in r for k in ("Redis CPU", "Redis memory", "event application",
+                                                                 "route cache")) for r in rows)
+    assert "| 10,000 × 200 (1,000,000) |" in md
