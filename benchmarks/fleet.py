@@ -137,6 +137,14 @@ class Plan:
         return self.death_s + self.timeout_ms / 1000 / self.scale
 
     @property
+    def request_timeouts(self) -> list[float]:
+        """Real seconds a client waits for each request type before it gives up (TYPES order): a broker's calls
+        registerBrokerTimeoutMills (24 s), scaled like the period it lives by, at least 3 s; a client's route read
+        mqClientApiTimeout (3 s) and an admin's call (10 s) as they are: they wait for a server, not a period."""
+        broker = max(3.0, 24.0 * self.scale)
+        return [broker, broker, broker, broker, 0.0, 3.0, 10.0, 10.0]
+
+    @property
     def scan_ms(self) -> int:
         return max(100, round(5_000 * self.scale))
 
@@ -252,6 +260,11 @@ class Schedule:
         end = plan.real(end_s) if end_s is not None else start + 1
         self.records.append((start, plan.real(period_s), end, conn, frame, kind, op, 0))
 
+    def connect(self, plan: Plan, conn: int, start_s: float, window: int, waiting: int) -> None:
+        """A connection opened: at most `window` requests in flight on it (a stock client waits for each
+        synchronous call), `waiting` due requests queued behind them (more are not made)."""
+        self.records.append((plan.real(start_s), 0.0, plan.real(start_s) + 1, conn, window, 0, OP_CONNECT, waiting))
+
 
 def build(plan: Plan, frames: Frames) -> Schedule:
     """Every connection's life: brokers (ramp, periodic registrations, heartbeats, changes, restart or death),
@@ -291,7 +304,7 @@ def build(plan: Plan, frames: Frames) -> Schedule:
         acting = b % plan.acting_every == 0
         hb = frames.add(("hb", b), lambda b=b: heartbeat(plan, b)) if acting else 0
         version = 0
-        sched.add(plan, OP_CONNECT, conn, start)
+        sched.connect(plan, conn, start, 1, 1)  # a broker's registrations and unregistration are synchronous
         sched.add(plan, OP_SEND, conn, start + 1e-6, frames.add(("reg", b, 0), lambda b=b: registration(plan, b, 0)),
                   FIRST)
         phase, cursor, until = start, start, plan.end_s
@@ -313,7 +326,7 @@ def build(plan: Plan, frames: Frames) -> Schedule:
                 sched.add(plan, OP_CLOSE, conn, t + 1e-6)
                 conn, next_conn = next_conn, next_conn + 1
                 up = t + plan.restart_down_s
-                sched.add(plan, OP_CONNECT, conn, up)
+                sched.connect(plan, conn, up, 1, 1)
                 sched.add(plan, OP_SEND, conn, up + 1e-6, frames.add(("reg", b, version),
                                                                       lambda b=b, v=version: registration(plan, b, v)),
                           FIRST)
@@ -330,7 +343,8 @@ def build(plan: Plan, frames: Frames) -> Schedule:
     sockets = math.ceil(plan.clients / plan.clients_per_conn)
     base = next_conn
     for s in range(sockets):
-        sched.add(plan, OP_CONNECT, base + s, plan.ramp_s - period / 4)
+        # one client process: its MQClientInstance refreshes routes one synchronous call after another
+        sched.connect(plan, base + s, plan.ramp_s - period / 4, 1, plan.clients_per_conn * plan.client_topics)
     all_topics = plan.clusters * plan.topics
     warm = plan.day_s - plan.ramp_s
     for i in range(plan.clients):
@@ -342,7 +356,7 @@ def build(plan: Plan, frames: Frames) -> Schedule:
             sched.add(plan, OP_SEND, base + i % sockets, first + rnd.random() * period, f, READ, period, plan.end_s)
     sched.connections["client sockets"] = sockets
     admin = base + sockets
-    sched.add(plan, OP_CONNECT, admin, plan.ramp_s - period / 4)
+    sched.connect(plan, admin, plan.ramp_s - period / 4, 1, 2)
     sched.add(plan, OP_SEND, admin, plan.ramp_s + 1, frames.add("info", lambda: command(106, {})), CLUSTER_INFO,
               plan.admin_info_every_s, plan.end_s)
     sched.add(plan, OP_SEND, admin, plan.ramp_s + 5, frames.add("topics", lambda: command(206, {})), TOPIC_LIST,
@@ -480,7 +494,17 @@ def start_server(kind: str, plan: Plan, tmp: Path) -> Server:
     return server
 
 
-def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sched: Schedule, tmp: Path) -> dict:
+def wait_quiet(limit: float, longest_s: float = 1800) -> float:
+    """Wait (at most `longest_s`) until the 1-minute load average is below `limit`; the seconds waited."""
+    started = time.monotonic()
+    while os.getloadavg()[0] >= limit and time.monotonic() - started < longest_s:
+        time.sleep(5)
+    return time.monotonic() - started
+
+
+def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sched: Schedule, tmp: Path,
+        quiet: float | None = None) -> dict:
+    waited = wait_quiet(quiet) if quiet else 0.0
     load_before = load_average()
     server = start_server(kind, plan, tmp)
     try:
@@ -493,11 +517,18 @@ def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sc
         probe.start()
         drain = max(5.0, plan.period * 2)
         proc = subprocess.Popen([exe, "127.0.0.1", str(server.port), str(frames_path), str(sched_path), f"{t0:.6f}",
-                                 str(plan.period), str(intervals), str(len(TYPES)), str(drain)],
+                                 str(plan.period), str(intervals), str(len(TYPES)), str(drain),
+                                 ",".join(f"{x:g}" for x in plan.request_timeouts)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         sampler.loader_pid = proc.pid
-        out, err = proc.communicate(timeout=plan.real(plan.end_s) + drain + 600)
-        sampler.join(max(0.0, t0 + plan.real(plan.end_s) - time.monotonic()) + 2)  # its last sample: the end
+        try:
+            out, err = proc.communicate(timeout=plan.real(plan.end_s) + drain + 600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if proc.returncode == 0:
+            sampler.join(max(0.0, t0 + plan.real(plan.end_s) - time.monotonic()) + 2)  # its last sample: the end
         sampler.stopping.set()
         probe.stopping.set()
         sampler.join(10)
@@ -511,7 +542,8 @@ def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sc
                   "samples": sampler.samples, "expiry": {"gone_at_s": probe.gone, "error": probe.error,
                                                          "watched": len(probe.watched)},
                   "brokers_listed_at_end": probe.listed, "java_live_heap_mb": live_heap, "redis_slow": slow,
-                  "load_average_before": load_before, "load_average_after": load_average()}
+                  "load_average_before": load_before, "load_average_after": load_average(),
+                  "waited_for_quiet_s": round(waited)}
     finally:
         server.stop()
     return summarize(result, plan, sched)
@@ -564,7 +596,7 @@ def summarize(res: dict, plan: Plan, sched: Schedule) -> dict:
     errors: dict[str, dict[str, int]] = {}
     for name, t in zip(TYPES, res["load"]["types"], strict=True):
         bad = {f"code {c}": n for c, n in t["codes"].items() if c != "0"}
-        for key in ("no_reply", "no_reply_dropped", "skipped"):
+        for key in ("no_reply", "no_reply_dropped", "skipped", "timed_out", "late", "window_skipped"):
             if t[key]:
                 bad[key.replace("_", " ")] = t[key]
         if bad:
@@ -742,6 +774,8 @@ def parse(argv: list[str] | None) -> tuple[str, Plan, argparse.Namespace]:
     p.add_argument("--period", type=float, help="real seconds per simulated 30 s (default 3)")
     p.add_argument("--servers", default="java,1,2", help="java and/or worker counts of ours (default java,1,2)")
     p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--wait-quiet", type=float, metavar="LOAD",
+                   help="before each server, wait (up to 30 min) for the 1-minute load average to fall below LOAD")
     p.add_argument("--sizing", action="store_true",
                    help="then re-make the README's Sizing table from the results (python -m benchmarks.sizing)")
     args = p.parse_args(argv)
@@ -781,7 +815,8 @@ def main(argv: list[str] | None = None) -> int:
         servers = []
         for kind in kinds:
             print(f"fleet: {kind} …", flush=True)
-            servers.append(day(exe, kind, plan, tmp / "fleet.frames", tmp / "fleet.schedule", sched, tmp))
+            servers.append(day(exe, kind, plan, tmp / "fleet.frames", tmp / "fleet.schedule", sched, tmp,
+                               args.wait_quiet))
             r = servers[-1]
             print(f"fleet: {r['server']}: steady {r['cpu_per_minute']['steady']} CPU-s/min, errors {r['errors']}, "
                   f"expiry {r['expiry']['after_death_s']} s after death", flush=True)

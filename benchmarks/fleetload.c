@@ -1,13 +1,17 @@
 /* fleetload: replays a fleet's schedule of RocketMQ remoting frames over many kept connections (benchmarks/fleet.py).
  *
- *   fleetload HOST PORT FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN
+ *   fleetload HOST PORT FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN TIMEOUTS
  *
  * FRAMES holds complete frames, each with its 4-byte length prefix and a JSON header whose "opaque" has 10 digits:
  * each request gets its own opaque (patched into its copy), so replies are matched to requests in any order.
  * SCHEDULE holds fixed-size records (struct rec below), each a connect, a close, or a send repeated every `period`
  * seconds from `start` while before `end` (period 0: once). Times are seconds after T0 on CLOCK_MONOTONIC (the
- * driver's time.monotonic()). Latency runs from when a request was due to its reply; the tool's own lag behind the
- * schedule is reported apart. At the end (after the last send, at most DRAIN seconds more for replies) it prints
+ * driver's time.monotonic()). A connect record sets the connection's window (requests in flight at most, as a
+ * stock client waits for each synchronous call: `frame`, 0 = no limit) and how many due requests may wait for it
+ * (`pad`; more are skipped, as a client's scheduled task that is still busy). TIMEOUTS: seconds per request type,
+ * comma-separated: a request unanswered that long is given up (counted, its window slot freed; a reply after it
+ * is counted late). Latency runs from when a request was due to its reply, waiting for the window included; the
+ * tool's own lag behind the schedule is reported apart. At the end (after the last send, at most DRAIN seconds more for replies) it prints
  * one JSON document: per request type, and per type and interval of INTERVAL seconds (by due time), requests sent,
  * replies by response code, latency percentiles; requests left without a reply (their connection closed by the
  * server, or still waiting); connections; the tool's own CPU seconds. One thread, epoll, non-blocking connects.
@@ -50,6 +54,9 @@ struct rec { /* 36 bytes, little endian: struct.pack("<dddIIBBH") in fleet.py */
 typedef struct {
     int fd, state, inflight, want_out;
     uint32_t gen; /* opened how many times: a reply belongs to the connection its request went out on */
+    uint32_t window, qcap, qhead, qlen; /* in flight at most (0: no limit); due requests waiting for the window */
+    uint32_t *qrec;
+    double *qdue;
     unsigned char *in, *out;
     size_t in_len, in_cap, out_len, out_off, out_cap;
 } conn_t;
@@ -63,7 +70,7 @@ typedef struct {
 
 typedef struct {
     uint64_t seq;
-    double due;
+    double due, sent;
     uint32_t conn, gen;
     uint16_t type, interval;
     uint8_t used;
@@ -83,6 +90,10 @@ static pending_t *ring;
 static uint64_t seq;
 static long connects, connect_errors, dropped_by_server, unmatched, server_requests, overflow;
 static long reconnects[MAXTYPES], no_reply[MAXTYPES], no_reply_dropped[MAXTYPES], send_skipped[MAXTYPES];
+static long timed_out[MAXTYPES], late[MAXTYPES], window_skipped[MAXTYPES];
+static double timeout_s[MAXTYPES];
+static uint32_t *tfifo[MAXTYPES]; /* per type, the requests in the order they went out: their deadlines, in order */
+static uint64_t thead[MAXTYPES], ttail[MAXTYPES];
 static uint32_t lag_hist[NB];
 static double lag_max;
 static int ep;
@@ -296,6 +307,8 @@ static int interval_of(double due) {
     return i < 0 ? 0 : i >= nintervals ? nintervals - 1 : i;
 }
 
+static void send_now(uint32_t r, double due, double t);
+
 static void fire(uint32_t r, double t) {
     struct rec *e = &recs[r];
     double due = next_at[r];
@@ -306,6 +319,11 @@ static void fire(uint32_t r, double t) {
     int type = e->type < ntypes ? e->type : ntypes - 1;
     if (e->op == OP_CONNECT) {
         if (c->state == C_OPEN || c->state == C_CONNECTING) drop(c, 0);
+        c->window = e->frame;
+        c->qcap = e->pad ? e->pad : 1;
+        c->qrec = realloc(c->qrec, c->qcap * sizeof *c->qrec);
+        c->qdue = realloc(c->qdue, c->qcap * sizeof *c->qdue);
+        c->qhead = c->qlen = 0;
         open_conn(e->conn);
         return;
     }
@@ -319,6 +337,24 @@ static void fire(uint32_t r, double t) {
         drop(c, 0);
         return;
     }
+    if (e->op == OP_SEND && c->window && (uint32_t)c->inflight >= c->window) {
+        if (c->qlen >= c->qcap) { /* the client is still waiting on earlier calls: this one is not made */
+            window_skipped[type]++;
+            return;
+        }
+        uint32_t k = (c->qhead + c->qlen++) % c->qcap;
+        c->qrec[k] = r;
+        c->qdue[k] = due;
+        return;
+    }
+    send_now(r, due, t);
+}
+
+/* The request of record r, due at `due`: on its connection (reconnected if the server closed it). */
+static void send_now(uint32_t r, double due, double t) {
+    struct rec *e = &recs[r];
+    conn_t *c = &conns[e->conn];
+    int type = e->type < ntypes ? e->type : ntypes - 1;
     if (c->state != C_OPEN && c->state != C_CONNECTING) {
         if (c->state == C_DROPPED) reconnects[type]++; /* a stock client reconnects on its next call */
         if (c->state == C_CLOSED || open_conn(e->conn) < 0) {
@@ -335,12 +371,49 @@ static void fire(uint32_t r, double t) {
             overflow++;
             no_reply[p->type]++;
         }
-        *p = (pending_t){.seq = s, .due = t0 + due, .conn = e->conn, .gen = c->gen, .type = type,
+        *p = (pending_t){.seq = s, .due = t0 + due, .sent = t, .conn = e->conn, .gen = c->gen, .type = type,
                          .interval = interval_of(due), .used = 1};
         c->inflight++;
+        if (timeout_s[type] > 0) {
+            if (ttail[type] - thead[type] >= RING) thead[type]++; /* the oldest is long answered or counted */
+            tfifo[type][ttail[type]++ & (RING - 1)] = (uint32_t)(s & 0xffffffffu);
+        }
     }
     queue_frame(c, e->frame, 1000000000ULL + s % 1000000000ULL);
     if (c->state == C_OPEN) flush(e->conn);
+}
+
+/* A slot of the connection's window came free: its waiting requests go out, oldest first. */
+static void pump(uint32_t id, double t) {
+    conn_t *c = &conns[id];
+    while (c->qlen && (!c->window || (uint32_t)c->inflight < c->window)) {
+        uint32_t r = c->qrec[c->qhead];
+        double due = c->qdue[c->qhead];
+        c->qhead = (c->qhead + 1) % c->qcap;
+        c->qlen--;
+        send_now(r, due, t);
+    }
+}
+
+/* Requests unanswered past their type's timeout: given up, as the client does; their slots freed. */
+static void expire_requests(double t) {
+    for (int ty = 0; ty < ntypes; ty++) {
+        if (timeout_s[ty] <= 0) continue;
+        while (thead[ty] < ttail[ty]) {
+            uint32_t low = tfifo[ty][thead[ty] & (RING - 1)];
+            pending_t *p = &ring[low & (RING - 1)];
+            if (!p->used || (uint32_t)(p->seq & 0xffffffffu) != low) { thead[ty]++; continue; }
+            if (p->sent + timeout_s[ty] > t) break;
+            p->used = 0;
+            timed_out[ty]++;
+            thead[ty]++;
+            conn_t *c = &conns[p->conn];
+            if (c->gen == p->gen && c->inflight > 0) {
+                c->inflight--;
+                pump(p->conn, t);
+            }
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ replies */
@@ -372,7 +445,8 @@ static void on_frame(uint32_t id, const unsigned char *p, uint32_t total, double
     uint64_t s = (uint64_t)(opaque - 1000000000L);
     pending_t *pe = &ring[s & (RING - 1)];
     if (!pe->used || pe->seq % 1000000000ULL != s || pe->conn != id || pe->gen != conns[id].gen) {
-        unmatched++;
+        if (!pe->used && pe->seq % 1000000000ULL == s && pe->conn == id) late[pe->type]++; /* after its timeout */
+        else unmatched++;
         return;
     }
     pe->used = 0;
@@ -382,6 +456,7 @@ static void on_frame(uint32_t id, const unsigned char *p, uint32_t total, double
     count_code(ce, (int)code, 1);
     if (!ce->hist) ce->hist = calloc(NB, sizeof(uint32_t));
     ce->hist[bucket(t - pe->due)]++;
+    pump(id, t);
 }
 
 static void on_readable(uint32_t id, double t) {
@@ -412,6 +487,7 @@ static void on_readable(uint32_t id, double t) {
             }
             on_frame(id, p, total, t);
             pos += 4 + total;
+            if (c->state != C_OPEN) return;
         }
         if (pos) {
             memmove(c->in, c->in + pos, c->in_len - pos);
@@ -458,6 +534,11 @@ static void print_lat(const uint32_t *h) {
 }
 
 static void report(double elapsed) {
+    for (size_t i = 0; i < nconns; i++)
+        for (uint32_t k = 0; k < conns[i].qlen; k++) {
+            struct rec *e = &recs[conns[i].qrec[(conns[i].qhead + k) % conns[i].qcap]];
+            window_skipped[e->type < ntypes ? e->type : ntypes - 1]++;
+        }
     for (size_t i = 0; i < RING; i++)
         if (ring[i].used) {
             int ty = ring[i].type;
@@ -490,8 +571,9 @@ static void report(double elapsed) {
             }
         }
         printf("%s{\"sent\":%ld,\"replies\":%ld,\"no_reply\":%ld,\"no_reply_dropped\":%ld,\"reconnects\":%ld,"
-               "\"skipped\":%ld,\"codes\":", ty ? "," : "", all.sent, all.replies, no_reply[ty], no_reply_dropped[ty],
-               reconnects[ty], send_skipped[ty]);
+               "\"skipped\":%ld,\"timed_out\":%ld,\"late\":%ld,\"window_skipped\":%ld,\"codes\":", ty ? "," : "",
+               all.sent, all.replies, no_reply[ty], no_reply_dropped[ty], reconnects[ty], send_skipped[ty],
+               timed_out[ty], late[ty], window_skipped[ty]);
         print_codes(&all);
         printf(",");
         print_lat(any ? sum : NULL);
@@ -510,8 +592,8 @@ static void report(double elapsed) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 10) {
-        fprintf(stderr, "usage: fleetload HOST PORT FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN\n");
+    if (argc < 11) {
+        fprintf(stderr, "usage: fleetload HOST PORT FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN TIMEOUTS\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN); /* a connection the server closed: write() says EPIPE, the connection is dropped */
@@ -530,6 +612,12 @@ int main(int argc, char **argv) {
     if (ntypes < 1 || ntypes > MAXTYPES || nintervals < 1 || interval_s <= 0) {
         fprintf(stderr, "fleetload: bad NTYPES, NINTERVALS or INTERVAL\n");
         return 2;
+    }
+    char *list = argv[10];
+    for (int ty = 0; ty < ntypes && list && *list; ty++) {
+        timeout_s[ty] = strtod(list, &list);
+        if (*list == ',') list++;
+        if (timeout_s[ty] > 0) tfifo[ty] = malloc(RING * sizeof(uint32_t));
     }
     cells = calloc((size_t)ntypes * nintervals, sizeof(cell_t));
     ring = calloc(RING, sizeof(pending_t));
@@ -550,6 +638,7 @@ int main(int argc, char **argv) {
     double started = now(), last_send = -1;
     for (;;) {
         double t = now();
+        expire_requests(t);
         while (heap_n && t0 + next_at[heap[0]] <= t) {
             uint32_t r = heap_pop();
             fire(r, t);
@@ -562,7 +651,7 @@ int main(int argc, char **argv) {
         if (!heap_n) {
             if (last_send < 0) last_send = t;
             int waiting = 0;
-            for (size_t i = 0; i < nconns && !waiting; i++) waiting = conns[i].inflight > 0;
+            for (size_t i = 0; i < nconns && !waiting; i++) waiting = conns[i].inflight > 0 || conns[i].qlen > 0;
             if (!waiting || t - last_send > drain) break;
         }
         int timeout = 50;
