@@ -71,6 +71,7 @@ def derive() -> tuple[Model, dict[str, Any]]:
     batch = next(r for r in cap["results"] if r["case"] == "heartbeat, batch of 50")
     liveness = batch["redis_usec_per_call"] / 50
     plain = {r["topics"]: r["body_bytes"] for r in reg["results"] if r["form"] == "plain"}
+    zipped = {r["topics"]: r["body_bytes"] for r in reg["results"] if r["form"] == "compressed"}
     body_per_topic = (plain[1000] - plain[100]) / 900
     mix = prof["results"]["mix 95 % read / 5 % register"]
     # the mix sends one changed registration of a broker serving 100 read (so cached) topics every 20 requests
@@ -83,7 +84,8 @@ def derive() -> tuple[Model, dict[str, Any]]:
         "liveness in Redis": f"benchmarks.redis_capacity, heartbeat batch of 50: {batch['redis_usec_per_call']} µs "
                              f"(git {cap['git']['sha'][:10]})",
         "registration bytes": f"benchmarks.register_bench, plain bodies: {plain[100]:,} B at 100 topics, "
-                              f"{plain[1000]:,} B at 1 000 (git {reg['git_sha']})",
+                              f"{plain[1000]:,} B at 1 000; zipped {zipped.get(100, 0):,} and {zipped.get(1000, 0):,} "
+                              f"B (git {reg['git_sha']})",
         "change events": f"benchmarks.write_profiles, the mix: {mix['shares_pct']['change events received']} % of "
                          f"the worker's samples (git {prof['git_sha']})",
     }
@@ -238,6 +240,11 @@ def table(model: Model, points: dict[str, Any]) -> str:
         f"{REDIS_CORE_TARGET} core, a worker's event application (every worker applies every change to its cached "
         f"routes: {m.event_worker_us_per_topic:.2f} µs per topic) {EVENT_CORE_LIMIT} core, the route cache's "
         "default bounds (100 000 routes, 256 MB: raise NAMESRV_ROUTE_CACHE_MAX_ENTRIES / _BYTES beyond).",
+        "- The network is the registration stream (*registrations in*, the plain bodies 5.x sends by default): each "
+        "broker registers with one worker, so it spreads over the workers' hosts; brokers with "
+        "`compressedRegister=true` send the zipped form, far smaller (this bench's synthetic tables zip to a few bytes "
+        "per topic, real ones less well), and the route reads' replies go out at about the same rate as they come "
+        "in, a few kB each.",
     ]
     if fleet:
         notes.append(

@@ -28,7 +28,7 @@ MODEL = Model(
             '×2, Linux 6.18.44-fc-v657)',
         'liveness in Redis': 'benchmarks.redis_capacity, heartbeat batch of 50: 182.1 µs (git 5566988666)',
         'registration bytes': 'benchmarks.register_bench, plain bodies: 17,347 B at 100 topics, 174,147 B at 1 '
-            '000 (git 86be702df2)',
+            '000; zipped 360 and 2,710 B (git 86be702df2)',
         'change events': "benchmarks.write_profiles, the mix: 18.9 % of the worker's samples (git "
             '172eef0d08)',
         'fleet': 'none: benchmarks/results/fleet.json is missing (python -m benchmarks.fleet); the'
