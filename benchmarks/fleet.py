@@ -55,7 +55,7 @@ RECORD = struct.Struct("<dddIIBBH")
 HERE = Path(__file__).resolve().parent
 
 SIZES = {
-    "full": dict(brokers=10_000, topics=100, cluster_size=10, clients=50_000, minutes=20, period=3.0),
+    "full": dict(brokers=10_000, topics=100, cluster_size=10, clients=50_000, minutes=20, period=6.0),
     "quick": dict(brokers=2_000, topics=100, cluster_size=10, clients=10_000, minutes=10, period=3.0),
     "tiny": dict(brokers=40, topics=10, cluster_size=4, clients=200, minutes=8, period=0.25, clients_per_conn=20,
                  min_timeout_ms=1000),
@@ -77,7 +77,7 @@ class Plan:
     client_topics: int = 2  # routes each client reads every period
     clients_per_conn: int = 100  # logical clients multiplexed on one socket (one client process)
     minutes: int = 20  # the day: simulated minutes after the warm-up
-    period: float = 3.0  # real seconds per simulated 30 s
+    period: float = 6.0  # real seconds per simulated 30 s
     ramp_rate: float = 500.0  # first registrations a real second in the warm-up, at most
     client_ramp_rate: float = 1000.0  # distinct topics first read a real second in the warm-up, at most
     acting_every: int = 10  # every 10th broker runs with enableSlaveActingMaster: BROKER_HEARTBEAT every 1 s
@@ -790,7 +790,31 @@ def parse(argv: list[str] | None) -> tuple[str, Plan, argparse.Namespace]:
     return mode, plan, args
 
 
+def publish(mode: str, plan: Plan, sched: Schedule, frames: Frames, servers: list[dict], notes: list[str],
+            out: Path) -> Path:
+    """fleet.json, fleet.md and fleet.png of the servers measured so far."""
+    doc = {"benchmark": "fleet", **run_header(mode, asdict(plan)), "plan": asdict(plan),
+           "fleet": {"topics": plan.clusters * plan.topics, "entries": plan.brokers * plan.topics,
+                     "restarted": len(sched.restarted), "dying": len(sched.dying), "changes": sched.changes,
+                     "client_sockets": sched.connections["client sockets"],
+                     "broker_connections": sched.connections["brokers"], "frames": frames.count,
+                     "frame_mb": round(frames.bytes / 2**20, 1), "schedule_records": len(sched.records)},
+           "scaled": {"timeout_ms": plan.timeout_ms, "acting_timeout_ms": plan.acting_timeout_ms,
+                      "scan_ms": plan.scan_ms, "heartbeat_flush_ms": plan.heartbeat_flush_ms,
+                      "request_timeouts_s": dict(zip(TYPES, plan.request_timeouts, strict=True))},
+           "markers": {"ramp": plan.ramp_s, "day": plan.day_s, "restart": list(plan.restart_window),
+                       "death": plan.death_s, "expiry_due": plan.expiry_due_s, "end": plan.end_s},
+           "types": list(TYPES), "servers": servers, "notes": notes}
+    base = write_results(out, "fleet", doc, markdown(doc), mode == "tiny")
+    if servers:
+        plot(doc, base.with_suffix(".png"))
+    return base
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server under test and clean up on the way out
     mode, plan, args = parse(argv)
     kinds = [k.strip() for k in args.servers.split(",") if k.strip()]
     notes = []
@@ -802,6 +826,7 @@ def main(argv: list[str] | None = None) -> int:
             notes.append("Apache Java NameServer skipped: tests/interop/java is not built "
                          "(mvn -B -q -f tests/interop/java/pom.xml package)")
     tmp = Path(tempfile.mkdtemp(prefix="nsrv-fleet-"))
+    servers: list[dict] = []
     try:
         exe = build_loader(tmp)
         frames = Frames(tmp / "fleet.frames")
@@ -809,10 +834,8 @@ def main(argv: list[str] | None = None) -> int:
         sched = build(plan, frames)
         frames.close()
         write_schedule(tmp / "fleet.schedule", sched)
-        built_s = time.monotonic() - t
         print(f"fleet: {len(sched.records):,} schedule records, {frames.count:,} frames "
-              f"({frames.bytes / 2**20:.0f} MB) built in {built_s:.1f} s", flush=True)
-        servers = []
+              f"({frames.bytes / 2**20:.0f} MB) built in {time.monotonic() - t:.1f} s", flush=True)
         for kind in kinds:
             print(f"fleet: {kind} …", flush=True)
             servers.append(day(exe, kind, plan, tmp / "fleet.frames", tmp / "fleet.schedule", sched, tmp,
@@ -820,23 +843,11 @@ def main(argv: list[str] | None = None) -> int:
             r = servers[-1]
             print(f"fleet: {r['server']}: steady {r['cpu_per_minute']['steady']} CPU-s/min, errors {r['errors']}, "
                   f"expiry {r['expiry']['after_death_s']} s after death", flush=True)
+            publish(mode, plan, sched, frames, servers, notes, Path(args.out))  # each server's day kept as it ends
+        if not servers:
+            publish(mode, plan, sched, frames, servers, notes, Path(args.out))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    topics_all = plan.clusters * plan.topics
-    doc = {"benchmark": "fleet", **run_header(mode, asdict(plan)), "plan": asdict(plan),
-           "fleet": {"topics": topics_all, "entries": plan.brokers * plan.topics, "restarted": len(sched.restarted),
-                     "dying": len(sched.dying), "changes": sched.changes, "client_sockets":
-                     sched.connections["client sockets"], "broker_connections": sched.connections["brokers"],
-                     "frames": frames.count, "frame_mb": round(frames.bytes / 2**20, 1),
-                     "schedule_records": len(sched.records)},
-           "scaled": {"timeout_ms": plan.timeout_ms, "acting_timeout_ms": plan.acting_timeout_ms,
-                      "scan_ms": plan.scan_ms, "heartbeat_flush_ms": plan.heartbeat_flush_ms},
-           "markers": {"ramp": plan.ramp_s, "day": plan.day_s, "restart": list(plan.restart_window),
-                       "death": plan.death_s, "expiry_due": plan.expiry_due_s, "end": plan.end_s},
-           "types": list(TYPES), "servers": servers, "notes": notes}
-    base = write_results(Path(args.out), "fleet", doc, markdown(doc), mode == "tiny")
-    if servers:
-        plot(doc, base.with_suffix(".png"))
     if args.sizing:
         from benchmarks import sizing
 
