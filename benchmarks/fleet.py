@@ -431,6 +431,7 @@ class Probe(threading.Thread):
         self.watched = dying[:3]
         self.gone: dict[str, float] = {}
         self.listed: int | None = None
+        self.capacity: dict | None = None
         self.error = ""
         self.stopping = threading.Event()
 
@@ -456,8 +457,23 @@ class Probe(threading.Thread):
                 if self.wait_until(self.plan.end_s - 15):
                     code, body = reply(sock, command(106, {}))
                     self.listed = body.count(b'"brokerAddrs"') if code == 0 else -code
+                    self.capacity = capacity_report(self.server)
         except OSError as exc:
             self.error = repr(exc)
+
+
+def capacity_report(server: Server) -> dict | None:
+    """Ours: what `namesrv admin capacity` says of the fleet (GET /v1/capacity), and how long it took."""
+    port = getattr(server, "http_port", None)
+    if port is None:
+        return None
+    import urllib.request
+
+    t = time.perf_counter()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/capacity", timeout=30) as resp:
+        doc = json.loads(resp.read())
+    doc["took_ms"] = round((time.perf_counter() - t) * 1000, 1)
+    return doc
 
 
 def slow_commands(server: Server) -> dict[str, Any] | None:
@@ -541,7 +557,8 @@ def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sc
         result = {"server": server.name, "kind": kind, "note": server.note, "load": load,
                   "samples": sampler.samples, "expiry": {"gone_at_s": probe.gone, "error": probe.error,
                                                          "watched": len(probe.watched)},
-                  "brokers_listed_at_end": probe.listed, "java_live_heap_mb": live_heap, "redis_slow": slow,
+                  "brokers_listed_at_end": probe.listed,
+                  "capacity": probe.capacity, "java_live_heap_mb": live_heap, "redis_slow": slow,
                   "load_average_before": load_before, "load_average_after": load_average(),
                   "waited_for_quiet_s": round(waited)}
     finally:
@@ -672,6 +689,15 @@ def markdown(doc: dict) -> str:
         lambda r: f"{r['expiry']['after_death_s']}" if r["expiry"]["after_death_s"] is not None else "NOT SEEN")
     row("brokers in cluster info at the end (expected)",
         lambda r: f"{r['brokers_listed_at_end']:,} ({r['expected_brokers_at_end']:,})")
+    def cap(r: dict) -> str:
+        c = r.get("capacity")
+        if not c:
+            return "—"
+        room = c.get("headroom") or {}
+        return (f"{c['brokers']:,} brokers, {c['entries']:,} entries, Redis {c['redis']['usedMemoryMb']} MB; "
+                f"{room.get('moreBrokers', 0):,} more before {room.get('limit', '?')} ({c['took_ms']:.0f} ms)")
+
+    row("`namesrv admin capacity` at the end", cap)
     row("Redis commands ≥ 10 ms / > 20 ms, longest", lambda r: "—" if not r["redis_slow"] else
         f"{r['redis_slow']['over_10ms']} / {r['redis_slow']['over_20ms']}, {r['redis_slow']['longest_ms']} ms")
     row("load tool: lag behind schedule p99 / max", lambda r: f"{r['load']['lag_ms']['p99']:.1f} / "

@@ -305,6 +305,9 @@ def test_fleet_bench_tiny(tmp_path):
         assert len(s["per_minute"]) == round(plan.end_s / 60) and s["cpu_per_minute"]["steady"] > 0
         assert s["memory_mb"]["rss_peak"] > 0
         assert ((s["memory_mb"]["redis_used_peak"] or 0) > 0) == s["server"].startswith("rmq-namesrv")
+        if s["server"].startswith("rmq-namesrv"):  # namesrv admin capacity, asked while the fleet was up
+            assert s["capacity"]["brokers"] == s["expected_brokers_at_end"]
+            assert s["capacity"]["entries"] == s["capacity"]["brokers"] * plan.topics
     table = (tmp_path / "fleet-tiny.md").read_text()
     assert all(f"| {s['cpu_per_minute']['steady']:.2f}" in table or f" {s['cpu_per_minute']['steady']:.2f}" in table
                for s in res["servers"])
