@@ -137,6 +137,11 @@ class Plan:
         return self.death_s + self.timeout_ms / 1000 / self.scale
 
     @property
+    def client_window(self) -> int:
+        """Route reads in flight on one client socket: one (a client's calls are synchronous) per real-time lane."""
+        return max(1, round(SIM_PERIOD / self.period))
+
+    @property
     def request_timeouts(self) -> list[float]:
         """Real seconds a client waits for each request type before it gives up (TYPES order): a broker's calls
         registerBrokerTimeoutMills (24 s), scaled like the period it lives by, at least 3 s; a client's route read
@@ -343,8 +348,11 @@ def build(plan: Plan, frames: Frames) -> Schedule:
     sockets = math.ceil(plan.clients / plan.clients_per_conn)
     base = next_conn
     for s in range(sockets):
-        # one client process: its MQClientInstance refreshes routes one synchronous call after another
-        sched.connect(plan, base + s, plan.ramp_s - period / 4, 1, plan.clients_per_conn * plan.client_topics)
+        # one client process: its MQClientInstance refreshes routes one synchronous call after another; with time
+        # running 30/period times faster, as many calls in flight keep each one's pace a real client's (the calls
+        # wait for a server, whose latency is not compressed)
+        sched.connect(plan, base + s, plan.ramp_s - period / 4, plan.client_window,
+                      plan.clients_per_conn * plan.client_topics)
     all_topics = plan.clusters * plan.topics
     warm = plan.day_s - plan.ramp_s
     for i in range(plan.clients):
