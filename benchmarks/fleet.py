@@ -774,18 +774,19 @@ def plot(doc: dict, path: Path) -> None:
             if exp is not None:
                 a.axvline(exp / 60, color="tab:red", lw=1, ls="--")
             a.grid(alpha=0.3)
-        top = ax.get_ylim()[1]
-        ax.text(m["day"] / 120, top, "warm-up", ha="center", va="top", fontsize=8)
-        ax.text(sum(m["restart"]) / 120, top, "rolling\nrestart", ha="center", va="top", fontsize=8)
-        ax.text(m["death"] / 60, top, " brokers\n die", ha="left", va="top", fontsize=8)
+        marks = ax.get_xaxis_transform()  # x in minutes, y as a fraction of the panel
+        ax.text(m["day"] / 120, 0.98, "warm-up", transform=marks, ha="center", va="top", fontsize=8)
+        ax.text(sum(m["restart"]) / 120, 0.98, "rolling\nrestart", transform=marks, ha="center", va="top",
+                fontsize=8)
+        ax.text(m["death"] / 60, 0.80, " brokers\n die", transform=marks, ha="left", va="top", fontsize=8)
         if r["expiry"]["observed_s"] is not None:
-            ax.text(r["expiry"]["observed_s"] / 60, top / 8, " expired", ha="left", va="top", fontsize=8,
-                    color="tab:red")
+            ax.text(r["expiry"]["observed_s"] / 60, 0.62, " expired", transform=marks, ha="left", va="top",
+                    fontsize=8, color="tab:red")
         ax2.legend(fontsize=7, loc="upper right")
     axes[0][0].legend(fontsize=7, loc="lower left")
     plan = doc["plan"]
-    fig.suptitle(f"A day of {plan['brokers']:,} brokers × {plan['topics']} topics and {plan['clients']:,} clients "
-                 f"(30 s in {plan['period']:g} s; p99 per 30 s; git {doc['git_sha']})", fontsize=12)
+    fig.suptitle(f"A day of {plan['brokers']:,} brokers × {plan['topics']} topics and {plan['clients']:,} clients\n"
+                 f"(30 s in {plan['period']:g} s; latency per 30 s; git {doc['git_sha']})", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
