@@ -78,8 +78,8 @@ class Plan:
     clients_per_conn: int = 100  # logical clients multiplexed on one socket (one client process)
     minutes: int = 20  # the day: simulated minutes after the warm-up
     period: float = 6.0  # real seconds per simulated 30 s
-    ramp_rate: float = 500.0  # first registrations a real second in the warm-up, at most
-    client_ramp_rate: float = 1000.0  # distinct topics first read a real second in the warm-up, at most
+    ramp_rate: float = 400.0  # first registrations a real second in the warm-up, at most
+    client_ramp_rate: float = 400.0  # distinct topics first read a real second in the warm-up, at most
     acting_every: int = 10  # every 10th broker runs with enableSlaveActingMaster: BROKER_HEARTBEAT every 1 s
     change_per_minute: float = 0.01  # share of brokers whose topic table changes each simulated minute
     restart_share: float = 0.10  # rolling restart midway: unregister, close, reconnect, first registration
