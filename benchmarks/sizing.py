@@ -143,24 +143,39 @@ def derive() -> tuple[Model, dict[str, Any]]:
     body = plan["topics"] * body_per_topic
     per_broker = max(0.0, (clients["rss_mb"] - start["rss_mb"]) * 2**20 / plan["brokers"] - body)
     per_route = max(0.0, (day["rss_mb"] - clients["rss_mb"]) * 2**20 / topics)
+    cache = (one.get("capacity") or {}).get("routeCache") or {}
+    counted = cache["bytes"] / cache["entries"] if cache.get("entries") else model.cache_bytes_per_route
     model = replace(model, redis_bytes_per_entry=a, redis_bytes_per_topic=b,
                     redis_base_mb=start.get("redis_used_mb") or 1.0, worker_base_mb=start["rss_mb"],
-                    worker_bytes_per_broker=per_broker, worker_bytes_per_route=per_route)
+                    worker_bytes_per_broker=per_broker, worker_bytes_per_route=per_route,
+                    cache_bytes_per_route=counted)
     raw = predict(model, shape)
     worker_measured = (one["cpu_per_minute"]["steady"] - one["cpu_per_minute"]["steady_redis"]) / 60
     redis_measured = one["cpu_per_minute"]["steady_redis"] / 60
     extra = 0.0
     if two is not None:
         extra = max(0.0, (two["cpu_per_minute"]["steady"] - one["cpu_per_minute"]["steady"]) / 60)
+    # the rolling restart: its minutes' CPU beyond a steady minute, per restarted broker and topic it serves
+    lo, hi = fleet["markers"]["restart"]
+    minutes = [r for r in one["per_minute"] if lo <= r["minute"] * 60 < hi]
+    restarted = fleet["fleet"]["restarted"]
+    steady_worker = one["cpu_per_minute"]["steady"] - one["cpu_per_minute"]["steady_redis"]
+    extra_worker = sum(r["cpu_s"] - steady_worker for r in minutes)
+    extra_redis = sum((r["redis_cpu_s"] or 0) - one["cpu_per_minute"]["steady_redis"] for r in minutes)
+    per = restarted * plan["topics"]
     model = replace(model, worker_factor=worker_measured / raw.worker_cores if raw.worker_cores else 1.0,
                     redis_factor=redis_measured / raw.redis_cores if raw.redis_cores else 1.0,
-                    extra_worker_cores=extra)
+                    extra_worker_cores=extra,
+                    restart_worker_us_per_topic=max(0.0, extra_worker) * 1e6 / per if per and minutes else 0.0,
+                    restart_redis_us_per_topic=max(0.0, extra_redis) * 1e6 / per if per and minutes else 0.0)
     basis["fleet"] = (f"benchmarks.fleet, {plan['brokers']:,} brokers × {plan['topics']} topics, {plan['clients']:,} "
                       f"clients (git {fleet['git_sha']}, {fleet['date']}, load average "
                       f"{one['load_average_before'][0]} before ours): ours with 1 worker "
                       f"{one['cpu_per_minute']['steady']:.2f} CPU-s per simulated minute "
                       f"(Redis {one['cpu_per_minute']['steady_redis']:.2f})"
-                      + (f", with 2 workers {two['cpu_per_minute']['steady']:.2f}" if two else ""))
+                      + (f", with 2 workers {two['cpu_per_minute']['steady']:.2f}" if two else "")
+                      + f"; its rolling restart of {restarted:,} brokers {extra_worker:.1f} worker and "
+                        f"{extra_redis:.1f} Redis CPU-s beyond steady minutes")
     points = {"fleet": {"shape": asdict(shape), "worker_cores_measured": worker_measured,
                         "redis_cores_measured": redis_measured, "worker_cores_formula": raw.worker_cores,
                         "redis_cores_formula": raw.redis_cores, "extra_worker_cores": extra,
@@ -241,16 +256,20 @@ def table(model: Model, points: dict[str, Any]) -> str:
         f"{m.read_worker_us:.1f} µs + 0.01·B/60 · chg(T)) × {m.worker_factor:.2f} + (workers − 1) × "
         f"{m.extra_worker_cores:.3f} cores; reg(T) = {m.reg_same_worker_us[0]:.1f} → {m.reg_same_worker_us[1]:.1f} "
         f"µs and chg(T) = {m.reg_changed_worker_us[0]:.0f} → {m.reg_changed_worker_us[1]:.0f} µs from 100 to 1 000 "
-        "topics (linear); at the peak add a rolling restart of 10 % of the brokers in 2 minutes (a first "
-        "registration each);",
+        "topics (linear); at the peak add a rolling restart of 10 % of the brokers in 2 minutes: "
+        + (f"{m.restart_worker_us_per_topic:.0f} µs per topic of a restarted broker, as the fleet's restart measured "
+           "(its unregister, its first registration and the route-cache misses of its topics' readers);"
+           if m.restart_worker_us_per_topic else "a first registration each;"),
         f"- Redis CPU = ((B/30 + 0.1·B) · {m.liveness_redis_us:.2f} µs + 0.01·B/60 · {m.reg_changed_redis_us[0]:.0f} "
-        f"→ {m.reg_changed_redis_us[1]:.0f} µs) × {m.redis_factor:.2f}; at the peak add the restart's unregisters and "
-        "first registrations;",
+        f"→ {m.reg_changed_redis_us[1]:.0f} µs) × {m.redis_factor:.2f}; at the peak add the restart's "
+        + (f"{m.restart_redis_us_per_topic:.0f} µs per topic of a restarted broker;" if m.restart_worker_us_per_topic
+           else "unregisters and first registrations;"),
         f"- Redis memory = {m.redis_base_mb:.1f} MB + {m.redis_bytes_per_entry:.0f} B per (topic, broker) entry + "
         f"{m.redis_bytes_per_topic:.0f} B per topic;",
         f"- memory per worker = {m.worker_base_mb:.0f} MB + its share of B × ({m.worker_bytes_per_broker:.0f} B + "
         f"the broker's last registration body, ~{m.body_bytes_per_topic:.0f} B per topic, kept up to 1 MiB) + every "
-        f"route read, {m.worker_bytes_per_route:.0f} B each at {m.brokers_per_topic_measured:g} brokers per topic;",
+        f"route read, {m.worker_bytes_per_route:.0f} B each at {m.brokers_per_topic_measured:g} brokers per topic (of "
+        f"which the route cache counts {m.cache_bytes_per_route:.0f} B against its byte bound);",
         f"- workers = enough to keep each under {WORKER_CORE_TARGET} core at the peak and the registration stream "
         f"under {LINK_BYTES_PER_S / 2**20:.0f} MB/s each; limits that adding workers does not lift: Redis CPU "
         f"{REDIS_CORE_TARGET} core, a worker's event application (every worker applies every change to its cached "

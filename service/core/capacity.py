@@ -47,9 +47,12 @@ class Model:
     redis_base_mb: float
     worker_base_mb: float
     worker_bytes_per_broker: float  # a broker's connection, beyond the last body the native door keeps of it
-    worker_bytes_per_route: float  # one cached route (at `brokers_per_topic_measured` brokers)
+    worker_bytes_per_route: float  # one cached route's resident memory (at `brokers_per_topic_measured` brokers)
     brokers_per_topic_measured: float
     body_bytes_per_topic: float  # a plain (5.x default) registration body
+    cache_bytes_per_route: float = 2400.0  # what the route cache counts of a route against its byte bound
+    restart_worker_us_per_topic: float = 0.0  # a restarted broker (unregister, reconnect, first registration and
+    restart_redis_us_per_topic: float = 0.0  # the readers' cache misses it causes), per topic it serves; 0: chg(T)
     worker_factor: float = 1.0  # measured fleet ÷ the formula at the fleet's point
     redis_factor: float = 1.0
     extra_worker_cores: float = 0.0  # what a second worker added to the fleet's CPU (its own events, caches, polls)
@@ -111,17 +114,20 @@ def predict(m: Model, f: Fleet, route_cache_entries: int = 100_000, route_cache_
     worker_us = (regs * at(m.reg_same_worker_us, t) + beats * m.heartbeat_worker_us + reads * m.read_worker_us
                  + changes * at(m.reg_changed_worker_us, t))
     redis_us = (regs + beats) * m.liveness_redis_us + changes * at(m.reg_changed_redis_us, t)
-    peak_worker_us = restarts * at(m.reg_changed_worker_us, t)
-    peak_redis_us = restarts * 2 * at(m.reg_changed_redis_us, t)  # the unregister sweeps as many topics
     worker = worker_us * m.worker_factor / 1e6
     redis = redis_us * m.redis_factor / 1e6
-    worker_peak = worker + peak_worker_us * m.worker_factor / 1e6
-    redis_peak = redis + peak_redis_us * m.redis_factor / 1e6
+    if m.restart_worker_us_per_topic:  # what the fleet's rolling restart measured, per topic of a restarted broker
+        worker_peak = worker + restarts * t * m.restart_worker_us_per_topic / 1e6
+        redis_peak = redis + restarts * t * m.restart_redis_us_per_topic / 1e6
+    else:  # a first registration each, and its unregister sweeping as many topics
+        worker_peak = worker + restarts * at(m.reg_changed_worker_us, t) * m.worker_factor / 1e6
+        redis_peak = redis + restarts * 2 * at(m.reg_changed_redis_us, t) * m.redis_factor / 1e6
     event_cores = (changes + 2 * restarts) * t * m.event_worker_us_per_topic / 1e6
 
-    route_bytes = m.worker_bytes_per_route * max(1.0, f.brokers_per_topic) / m.brokers_per_topic_measured
+    per_topic = max(1.0, f.brokers_per_topic) / m.brokers_per_topic_measured  # a route grows with its brokers
     cached = min(f.topics, f.brokers * f.clients_per_broker * f.client_topics)
-    cache_mb = cached * route_bytes / 2**20
+    cache_mb = cached * m.worker_bytes_per_route * per_topic / 2**20
+    counted_mb = cached * m.cache_bytes_per_route * per_topic / 2**20
     stream = regs * t * m.body_bytes_per_topic
     workers = max(1, math.ceil(stream / LINK_BYTES_PER_S))
     while workers < 10_000 and worker_peak + (workers - 1) * m.extra_worker_cores > workers * WORKER_CORE_TARGET:
@@ -134,7 +140,7 @@ def predict(m: Model, f: Fleet, route_cache_entries: int = 100_000, route_cache_
     util = {"Redis CPU": redis_peak / REDIS_CORE_TARGET,
             "Redis memory": redis_mb / redis_memory_mb,
             "a worker's event application": event_cores / EVENT_CORE_LIMIT,
-            "the route cache's bounds": max(cached / route_cache_entries, cache_mb / route_cache_mb)}
+            "the route cache's bounds": max(cached / route_cache_entries, counted_mb / route_cache_mb)}
     first = max(util, key=lambda k: util[k])
     return Load(worker_cores=worker, worker_cores_peak=worker_peak, redis_cores=redis, redis_cores_peak=redis_peak,
                 redis_mb=redis_mb, worker_mb=m.worker_base_mb + connections_mb / workers + cache_mb,
@@ -170,7 +176,7 @@ def headroom(m: Model, f: Fleet, *, redis_maxmemory_mb: float | None = None, rou
                     redis_memory_limit_mb=memory)
 
 
-def report(m: Model, stats: dict, workers: int, *, route_cache_entries: int, route_cache_mb: float) -> dict:
+def report(m: Model, stats: dict, workers: int, *, route_cache: dict) -> dict:
     """The registry's standing, for `namesrv admin capacity` (GET /v1/capacity): its counts, Redis's own memory
     and CPU, the model's load for a fleet of its shape, and the brokers that fit before the first limit."""
     brokers = int(stats.get("liveBrokers", 0))  # every live address registers (slaves too)
@@ -185,7 +191,7 @@ def report(m: Model, stats: dict, workers: int, *, route_cache_entries: int, rou
         "brokers": brokers, "brokerNames": names, "clusters": int(stats.get("clusters", 0)),
         "topics": topics, "entries": entries, "topicsPerBroker": round(per_broker, 1),
         "brokersPerTopic": round(entries / topics, 2) if topics else 0.0,
-        "workers": workers,
+        "workers": workers, "routeCache": route_cache,
         "redis": {"usedMemoryMb": round(float(redis["used_memory"]) / mb, 1) if "used_memory" in redis else None,
                   "rssMb": round(float(redis["used_memory_rss"]) / mb, 1) if "used_memory_rss" in redis else None,
                   "maxmemoryMb": round(maxmemory, 1) if maxmemory else None,
@@ -199,8 +205,8 @@ def report(m: Model, stats: dict, workers: int, *, route_cache_entries: int, rou
         out["headroom"] = None
         return out
     fleet = Fleet(brokers=brokers, topics_per_broker=per_broker, topics=max(topics, 1))
-    h = headroom(m, fleet, redis_maxmemory_mb=maxmemory, route_cache_entries=route_cache_entries,
-                 route_cache_mb=route_cache_mb)
+    h = headroom(m, fleet, redis_maxmemory_mb=maxmemory, route_cache_entries=int(route_cache["maxEntries"]),
+                 route_cache_mb=route_cache["maxBytes"] / mb)
     load = h.load
     out["model"] = {"workerCores": round(load.worker_cores, 6), "workerCoresPeak": round(load.worker_cores_peak, 6),
                     "redisCores": round(load.redis_cores, 6), "redisCoresPeak": round(load.redis_cores_peak, 6),

@@ -762,8 +762,9 @@ class NameServer:
         stats = await self.store.capacity_stats()
         workers = len(await MemberStore(self.store).live())
         s = self.settings
-        return sizing.report(capacity_model.MODEL, stats, workers, route_cache_entries=s.route_cache_max_entries,
-                               route_cache_mb=s.route_cache_max_bytes / 2**20)
+        cache = {"entries": len(self.routes), "bytes": self.routes.bytes, "maxEntries": s.route_cache_max_entries,
+                 "maxBytes": s.route_cache_max_bytes}  # this worker's
+        return sizing.report(capacity_model.MODEL, stats, workers, route_cache=cache)
 
     async def expire_due(self) -> list[tuple[str, str, str]]:
         """Expire every broker past its timeout, one bounded script call after another; first finish the removals
