@@ -5,13 +5,13 @@ them is service/core/capacity.py; `basis` says what each figure was measured wit
 from service.core.capacity import Model
 
 MODEL = Model(
-    reg_same_worker_us=(30.3571, 50.6187),
-    reg_changed_worker_us=(292.6297, 1429.2955),
-    reg_changed_redis_us=(174.5859, 1449.5692),
+    reg_same_worker_us=(27.9227, 43.6664),
+    reg_changed_worker_us=(196.8245, 761.1059),
+    reg_changed_redis_us=(85.6077, 525.0078),
     liveness_redis_us=3.642,
-    heartbeat_worker_us=7.1426,
-    read_worker_us=3.8426,
-    event_worker_us_per_topic=1.0354,
+    heartbeat_worker_us=6.6062,
+    read_worker_us=3.3555,
+    event_worker_us_per_topic=0.5908,
     redis_bytes_per_entry=87.1006,
     redis_bytes_per_topic=0.0,
     redis_base_mb=1.0,
@@ -27,13 +27,13 @@ MODEL = Model(
     redis_factor=1.0,
     extra_worker_cores=0.0,
     basis={
-        'per request': 'benchmarks.peers, rmq-namesrv, 1 worker (git 172eef0d08, 2026-11-26, AMD EPYC '
+        'per request': 'benchmarks.peers, rmq-namesrv, 1 worker (git ba8e4f4a49, 2026-11-28, AMD EPYC '
             '×2, Linux 6.18.44-fc-v657)',
         'liveness in Redis': 'benchmarks.redis_capacity, heartbeat batch of 50: 182.1 µs (git 5566988666)',
         'registration bytes': 'benchmarks.register_bench, plain bodies: 17,347 B at 100 topics, 174,147 B at 1 '
             '000; zipped 360 and 2,710 B (git 86be702df2)',
-        'change events': "benchmarks.write_profiles, the mix: 18.9 % of the worker's samples (git "
-            '172eef0d08)',
+        'change events': "benchmarks.write_profiles, the mix: 12.8 % of the worker's samples (git "
+            'ba8e4f4a49)',
         'fleet': 'none: benchmarks/results/fleet.json is missing (python -m benchmarks.fleet); the'
             ' formula is not calibrated and memory per worker is a guess',
     },
