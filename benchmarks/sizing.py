@@ -108,8 +108,8 @@ def derive() -> tuple[Model, dict[str, Any]]:
         body_bytes_per_topic=body_per_topic, basis=basis)
     points: dict[str, Any] = {}
     if fleet is None:
-        basis["fleet"] = "none: benchmarks/results/fleet.json is missing (python -m benchmarks.fleet); the formula " \
-                         "is not calibrated and memory per worker is a guess"
+        basis["fleet"] = ("none: no fleet run in benchmarks/results (python -m benchmarks.fleet writes one); the "
+                          "formula is not calibrated and memory per worker is a guess")
         return model, points
     one = next((s for s in fleet["servers"] if s["server"] == OURS1), None)
     two = next((s for s in fleet["servers"] if s["server"] == OURS2), None)
@@ -232,12 +232,13 @@ def table(model: Model, points: dict[str, Any]) -> str:
         util = r["utilisation"]
         first = r["breaks_first"]
         rest = ", ".join(f"{k} {v:.0%}" for k, v in util.items() if k != first)
+        point = "the fleet point" if points.get("fleet") else "no fleet point (not calibrated)"
         if r["topics_per_broker"] <= 100:
-            src = "the fleet point; per-request costs at 100 topics (peers)"
+            src = f"{point}; per-request costs at 100 topics (peers)"
         elif r["topics_per_broker"] >= 1000:
-            src = "the fleet point; per-request costs at 1 000 topics (peers)"
+            src = f"{point}; per-request costs at 1 000 topics (peers)"
         else:
-            src = "the fleet point; per-request costs between 100 and 1 000 topics (peers)"
+            src = f"{point}; per-request costs between 100 and 1 000 topics (peers)"
         lines.append(
             f"| {r['brokers']:,} × {r['topics_per_broker']:,} ({r['topics']:,}) | {r['workers']} "
             f"({r['worker_cores']:.2f} / {r['worker_cores_peak']:.2f}) | {r['redis_cores']:.3f} / "

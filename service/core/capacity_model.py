@@ -34,7 +34,7 @@ MODEL = Model(
             '000; zipped 360 and 2,710 B (git 86be702df2)',
         'change events': "benchmarks.write_profiles, the mix: 12.8 % of the worker's samples (git "
             'ba8e4f4a49)',
-        'fleet': 'none: benchmarks/results/fleet.json is missing (python -m benchmarks.fleet); the'
-            ' formula is not calibrated and memory per worker is a guess',
+        'fleet': 'none: no fleet run in benchmarks/results (python -m benchmarks.fleet writes '
+            'one); the formula is not calibrated and memory per worker is a guess',
     },
 )
