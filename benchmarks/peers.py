@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import broker_frames
 from benchmarks.harness import git_info, run_header, write_results
 from benchmarks.http_bench import cpu_seconds, start, stop, wait_http, worker_env
 from benchmarks.remoting_bench import build_load_tool
@@ -87,10 +88,14 @@ def broker(name: str, n: int) -> dict[str, Any]:
 
 
 def register_frame(name: str, n: int, topics: list[str], queues: int = 8, counter: int = 1, opaque: int = 1) -> bytes:
+    """REGISTER_BROKER byte for byte as a stock 5.5.0 broker sends it (benchmarks/broker_frames.py, checked against
+    a real broker's frame): its ~15 system topics (other queue data than `topics`'), these topics with `queues`
+    read and write queues, data version `counter`, bodyCrc32, and the mapping data version's timestamp, which a
+    stock broker renews at every registration."""
     b = broker(name, n)
-    return frame(103, {**b, "haServerAddr": b["brokerAddr"].replace(":10911", ":10912"), "compressed": "false",
-                       "bodyCrc32": 0, "enableActingMaster": "false"},
-                 register_body(topics, queues, counter), opaque)
+    table = broker_frames.stock_topics(CLUSTER, name, dict.fromkeys(topics, queues))
+    body = broker_frames.stock_body(table, counter, 1700000000000 + counter, 1700000000000 + counter)
+    return broker_frames.stock_frame(CLUSTER, name, b["brokerAddr"], body, opaque)
 
 
 def read_frames(topics: int, n: int = 4096, seed: int = 1) -> list[bytes]:
@@ -323,14 +328,11 @@ def memory(server: Server, brokers: int, topics: int) -> dict:
     """Register `brokers` brokers each serving the same `topics` topics, then read resident memory."""
     base = rss_mb(server.pid), rss_mb(server.redis_pid) if server.redis_pid else 0.0
     names = [f"M{i}" for i in range(topics)]
-    body = register_body(names, 8, 1)
     t0 = time.perf_counter()
     failed = 0
     with connect(server.port) as s:  # open until RSS is read: a closed connection drops its brokers
         for b in range(brokers):
-            bb = broker(f"mem-{b}", 1000 + b)
-            data = frame(103, {**bb, "haServerAddr": bb["brokerAddr"], "compressed": "false", "bodyCrc32": 0,
-                               "enableActingMaster": "false"}, body, b + 1)
+            data = register_frame(f"mem-{b}", 1000 + b, names, opaque=b + 1)
             try:
                 failed += call(s, data) != 0
             except OSError as exc:
