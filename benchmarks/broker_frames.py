@@ -90,14 +90,16 @@ def stock_body(table: dict[str, tuple[int, int]], counter: int, timestamp: int, 
             f'"topicQueueMappingInfoMap":{{}}}}}}').encode()
 
 
-def stock_frame(cluster: str, name: str, addr: str, body: bytes, opaque: int, timeout_ms: int = 10_000,
-                acting_master: bool = False) -> bytes:
+def stock_frame(cluster: str, name: str, addr: str, body: bytes, opaque: int, acting_master: bool = False) -> bytes:
     """REGISTER_BROKER as a 5.5.0 broker frames it (its header fields in its order, bodyCrc32, version 513; a
-    master: brokerId 0; heartbeatTimeoutMillis: brokerNotActiveTimeoutMillis's default)."""
-    ext = {"heartbeatTimeoutMillis": str(timeout_ms), "brokerId": "0", "bodyCrc32": str(crc32_of(body)),
+    master: brokerId 0). With enableSlaveActingMaster (`acting_master`, off by default) it also sends
+    heartbeatTimeoutMillis, its brokerNotActiveTimeoutMillis (10 s by default), and heart-beats every second."""
+    ext = {"heartbeatTimeoutMillis": "10000", "brokerId": "0", "bodyCrc32": str(crc32_of(body)),
            "clusterName": cluster, "brokerAddr": addr, "enableActingMaster": "true" if acting_master else "false",
            "haServerAddr": addr.rsplit(":", 1)[0] + ":" + str(int(addr.rsplit(":", 1)[1]) + 1),
            "compressed": "false", "brokerName": name}
+    if not acting_master:
+        del ext["heartbeatTimeoutMillis"]
     header = orjson.dumps({"code": REGISTER_BROKER, "extFields": ext, "flag": 0, "language": "JAVA",
                            "opaque": opaque, "serializeTypeCurrentRPC": "JSON", "version": VERSION_5_5_0})
     return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
