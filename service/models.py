@@ -11,6 +11,7 @@ encodes that its own way (standard JSON, fastjson).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -456,7 +457,7 @@ class TopicTable:
     @property
     def lines(self) -> str:
         if self._lines is None:
-            encs = self._encs or {}
+            encs = self.encs
             self._lines = "".join(map("{}\t{}\n".format, encs, encs.values()))
         return self._lines
 
@@ -498,7 +499,8 @@ class TopicTable:
             line.split("\t", 1)[0] for line in self.lines.splitlines()]
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TopicTable) and (self.count, self.lines) == (other.count, other.lines)
+        """The same topics with the same queue data, in whatever order (groups list them by queue data)."""
+        return isinstance(other, TopicTable) and (self.count, self.encs) == (other.count, other.encs)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -533,6 +535,8 @@ class TopicDelta:
             # the same topics with one queue data before and after (the usual table): all changed or none
             return cls(base, new.groups if new.single != before.single else "", "", "",
                        new.count if new.single != before.single else 0)
+        if new._groups is not None and (before._groups is not None or before._encs is None):
+            return cls._between_groups(base, before, new)
         old, table = before.encs, new.encs
         differ = table.items() - old.items()  # (name, enc) added or changed: one C-level pass
         added_names = table.keys() - old.keys() if len(table) != len(old) or differ else ()
@@ -556,8 +560,48 @@ class TopicDelta:
         return cls(base, _grouped(changed_groups), "".join(t + "\n" for t in gone), _grouped(added),
                    len(differ) + len(gone))
 
+    @classmethod
+    def _between_groups(cls, base: str, before: TopicTable, new: TopicTable) -> TopicDelta:
+        """`between` for two tables known by their groups (a stock broker's table: its system topics in a few
+        queue data, its own in others), group by group with C-level passes: a group whose text is the same in
+        both is skipped whole; of one that differs, its names the base did not have with that queue data are
+        compared with the base's names (changed) or not in it (added). tests/lua/test_delta_registration.py
+        checks it against the entry by entry comparison."""
+        old, now = _group_map(before.groups), _group_map(new.groups)
+        if old == now:
+            return cls(base, "", "", "", 0)
+        old_names = set("\t".join(old.values()).split("\t")) if old else set()
+        changed: dict[str, Iterable[str]] = {}
+        added: dict[str, Iterable[str]] = {}
+        differ = added_count = 0
+        for enc, text in now.items():
+            was = old.get(enc)
+            if was == text:
+                continue
+            names = set(text.split("\t"))
+            if was is not None:
+                names.difference_update(was.split("\t"))
+            if not names:
+                continue
+            differ += len(names)
+            kept = names & old_names
+            if kept:
+                changed[enc] = kept
+            if len(kept) != len(names):
+                added[enc] = names - kept
+                added_count += len(names) - len(kept)
+        gone: Iterable[str] = ()
+        if len(old_names) + added_count != new.count:  # the table no longer names some of the base's topics
+            gone = old_names.difference("\t".join(now.values()).split("\t"))
+        return cls(base, _grouped(changed), "".join(t + "\n" for t in gone), _grouped(added), differ + len(gone))
 
-def _grouped(groups: dict[str, list[str]]) -> str:
+
+def _group_map(groups: str) -> dict[str, str]:
+    """TopicTable.groups as queue data -> its names, tab-separated."""
+    return dict(line.split("\t", 1) for line in groups.splitlines())
+
+
+def _grouped(groups: Mapping[str, Iterable[str]]) -> str:
     """Topics by queue data as registerBroker takes them: "enc\tname\tname...\n" per queue data."""
     return "".join(f"{enc}\t{chr(9).join(names)}\n" for enc, names in groups.items())
 

@@ -328,3 +328,31 @@ def test_tables_of_one_queue_data_give_the_same_delta_by_the_short_ways(old, nam
                                     TopicTable(encs=table, single=enc))) == parts(general)
     assert parts(TopicDelta.between("D", TopicTable(encs=old, single=old_single).compact(),
                                     TopicTable(encs=table, single=enc))) == parts(general)
+
+
+ENCS = ["4,4,6,0", "8,8,6,0", "1,1,6,0", "8,8,7,0"]
+many_topics = st.sampled_from([f"T{i}" for i in range(12)])
+
+
+@given(old=st.dictionaries(many_topics, st.sampled_from(ENCS), max_size=12),
+       new=st.dictionaries(many_topics, st.sampled_from(ENCS), max_size=12), reorder=st.booleans())
+def test_tables_known_by_their_groups_give_the_delta_of_the_entry_by_entry_comparison(old, new, reorder):
+    """A table a decoder gave as its groups only (a stock broker's: several queue data) is compared group by group
+    (TopicDelta._between_groups): the same delta as name by name, whether the base is kept as groups (compact), as
+    lines (what crosses a process boundary) or as entries, and whatever order the groups name their topics in."""
+    def parts(d: TopicDelta) -> tuple[Any, ...]:
+        def groups(text: str) -> list[tuple[str, ...]]:
+            return sorted((line.split("\t")[0], *sorted(line.split("\t")[1:])) for line in text.split("\n") if line)
+
+        return groups(d.changed), groups(d.added), sorted(d.removed.split("\n")), d.size
+
+    def by_groups(table: dict[str, str]) -> TopicTable:
+        return TopicTable(count=len(table), groups=TopicTable(
+            encs=dict(reversed(table.items())) if reorder else table).groups)
+
+    entry_by_entry = parts(TopicDelta.between("D", TopicTable(encs=old), TopicTable(encs=new)))
+    lines_only = TopicTable()
+    lines_only.__setstate__(TopicTable(encs=old).__getstate__())
+    for before in (by_groups(old), TopicTable(encs=old).compact(), lines_only):
+        assert parts(TopicDelta.between("D", before, by_groups(new))) == entry_by_entry
+    assert by_groups(new) == TopicTable(encs=new) and by_groups(new).lines.count("\n") == len(new)
