@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from service.errors import InvalidArgument
 from service.models import RegisterBroker
 from service.remoting.bodies import BodyError, decode_register_broker_body
-from service.remoting.register_fast import _stock_text, plain_registration
+from service.remoting.register_fast import _FEW_QUEUE_DATA, _stock_text, plain_registration
 
 HEADER = {"clusterName": "C1", "brokerName": "b1", "brokerId": 0, "brokerAddr": "10.0.0.1:10911",
           "haServerAddr": "10.0.0.1:10912", "zoneName": None, "enableActingMaster": False,
@@ -156,6 +156,19 @@ def test_a_stock_5x_body_is_read_as_text():
                (("RMQ_SYS_TRANS_HALF_TOPIC", 1), ("BenchmarkTest", 1024), ("rmq_sys_SYNC_BROKER_MEMBER_b", 1))]
     raw = _body(",".join(entries), after=',"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}')
     assert _stock_text(raw) is not None
+    assert plain_registration(HEADER, False, 493, raw) == general(raw, 493).compact()
+
+
+@pytest.mark.parametrize("kinds", [1, 2, _FEW_QUEUE_DATA, _FEW_QUEUE_DATA + 1, 300])
+def test_a_table_of_many_queue_data_is_grouped_alike_either_way(kinds):
+    """Up to a few distinct queue data the text reading picks each group in its own pass, past that in one pass over
+    the topics (n distinct queue data must not cost n passes): both group every topic under its own queue data."""
+    entries = [STOCK_ENTRY.replace('"T"', f'"T{i}"').replace('"readQueueNums":8', f'"readQueueNums":{i % kinds}')
+               for i in range(600)]
+    raw = _body(",".join(entries))
+    text = _stock_text(raw)
+    assert text is not None and text[1].count == 600 and text[1].groups.count("\n") == kinds
+    assert text[1].encs == {f"T{i}": f"{i % kinds},8,6,0" for i in range(600)}
     assert plain_registration(HEADER, False, 493, raw) == general(raw, 493).compact()
 
 
