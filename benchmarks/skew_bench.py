@@ -365,7 +365,7 @@ async def _plant_registry(url: str) -> list[str]:
 
 
 def _route_load(url: str, topics: list[str], stop: Any, out: Any, concurrency: int = 8) -> None:
-    """Child process: route reads through the store (getRoute script), `concurrency` at a time, until stop is
+    """Child process: route reads through the store (getRoutes script), `concurrency` at a time, until stop is
     set; sends [(t_monotonic, latency_ms), ...] back."""
     import asyncio
     import random

@@ -298,7 +298,7 @@ class TopicRouteData:
 
 
 class ReadAt(NamedTuple):
-    """A route read together with the registry version it reflects (getRoute returns both, atomically): a
+    """A route read together with the registry version it reflects (getRoutes returns both, atomically): a
     route-cache fill is then spoiled only by an event newer than its read, not by every event during its round
     trip, so topics a registration changes again and again (a roll-out) still get cached between changes."""
 

@@ -40,7 +40,7 @@ end
 -- Returns 0 when nothing matched, 1 when the broker is gone (with its queues, cluster membership,
 -- and the cluster if emptied), 2 when it was reduced (acting-master rule: no id 0 => WRITE cleared); and the id of
 -- the sweep queued when the broker has more than `defer` topics. A gone broker's reverse index is then renamed to
--- sw:<id> at once: from now on readers see none of its queue data (getRoute shows a broker's queue data of a
+-- sw:<id> at once: from now on readers see none of its queue data (getRoutes shows a broker's queue data of a
 -- topic only while the topic is in its bt:), and the sweep deletes the fields. A reduced one's routes change
 -- through an "@" event now; the sweep names its topics (and clears their write bit) afterwards.
 local function remove_addr(base, K, cluster, broker_name, addr, ch, defer)

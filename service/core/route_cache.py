@@ -16,7 +16,7 @@ Correctness rules:
   registration changed; `*`, a gap in versions, a format it does not know, or a resubscription flushes everything
   (and tells the listeners: all);
 - a fill is stored unless, while it was being fetched, something was flushed, or an event newer than the version
-  its read reflects (getRoute returns it) changed its topic or removed a broker its route names; a fill that does
+  its read reflects (getRoutes returns it) changed its topic or removed a broker its route names; a fill that does
   not say its version counts as read when it began. So a route read before a change is never cached after that
   change's event, while fills of topics changed again and again (a roll-out) and of others under constant churn
   still are;
@@ -109,6 +109,9 @@ class RouteCache:
         self._by_broker: dict[str, set[str]] = {}  # brokerName -> cached topics whose route names it ("@" events)
         self._missing: dict[str, None] = {}
         self._inflight: dict[str, tuple[int, asyncio.Future[RouteEntry]]] = {}
+        # per variant, the route object encoded last and its bytes: route reads read together give the topics of a
+        # cluster one route object (service/store/route_reads.py), encoded once for all of them
+        self._last_encoded: dict[Hashable, tuple[TopicRouteData, bytes]] = {}
         self.bytes = 0
         self._seq = 0  # one per eviction, update or flush
         self._flushed_at = 0  # _seq of the latest flush
@@ -234,8 +237,16 @@ class RouteCache:
         """The entry's bytes for one door/variant, encoded once and counted against the byte bound."""
         body = entry.encoded.get(variant)
         if body is None:
-            assert entry.route is not None, "MISSING has no encodings"
-            body = encode(entry.route)
+            route = entry.route
+            assert route is not None, "MISSING has no encodings"
+            last = self._last_encoded.get(variant)
+            if last is not None and last[0] is route:  # another topic's entry of the same route object
+                body = last[1]
+            else:
+                body = encode(route)
+                if len(self._last_encoded) >= 16 and variant not in self._last_encoded:  # zones: a few variants
+                    self._last_encoded.clear()
+                self._last_encoded[variant] = (route, body)
             if self._entries.get(topic) is entry:  # cached: keep the bytes, count them
                 entry.encoded[variant] = body
                 entry.size += len(body)

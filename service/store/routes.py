@@ -23,7 +23,6 @@ from redis.exceptions import MovedError, ResponseError
 
 from service.config import DEFAULT_BROKER_TIMEOUT_MS
 from service.errors import QueryNotFound, from_script_code
-from service.javaorder import hash_order
 from service.models import (
     BrokerData,
     BrokerIdentity,
@@ -58,6 +57,7 @@ from service.store.chunked import ChunkedRegistration
 from service.store.events import ChangeEvents
 from service.store.keys import ORDER_TOPIC_CONFIG, Keys
 from service.store.outage import OUTAGE
+from service.store.route_reads import RouteReads
 from service.store.scripts import LuaScript, call_loaded, load_all
 from service.store.steps import Steps
 
@@ -156,6 +156,7 @@ class RouteStore(ChangeEvents):
         self.master_name = master_name
         self._sub_cursor = random.randrange(1 << 16)
         self._shared = SharedParts()  # route reads' broker and queue data, one object per value
+        self.reads = RouteReads(self._get_routes, self._shared)
         self._steps_of: StoreLimits | None = None
         self._steps = Steps()
         self._scripts: dict[str, LuaScript] = load_all()
@@ -615,23 +616,14 @@ class RouteStore(ChangeEvents):
         self, topic: str, *, support_acting_master: bool = False, order_message_enable: bool = False
     ) -> ReadAt:
         """The route and the registry version it reflects (read in the same script: the route cache keeps a
-        read unless an event newer than that version changed the topic meanwhile)."""
-        res = await self._run("getRoute", self._keys("getRoute", topic=topic), topic,
-                              _flag(support_acting_master), _flag(order_message_enable))
-        if not int(res[0]):
-            return ReadAt(None, int(res[1]))
-        _, qflat, brokers, filters, order, ver = res
-        # Java's hash order, as RouteInfoManager lists them (tools take "the first" broker data)
-        shared = self._shared
-        queue_datas = hash_order((shared.queue_data(n, e) for n, e in _pairs(qflat)), lambda q: q.broker_name)
-        broker_datas = hash_order((shared.broker_data(*b[:5]) for b in brokers), lambda b: b.broker_name,
-                                  copied=True)
-        return ReadAt(TopicRouteData(
-            queue_datas=queue_datas,
-            broker_datas=broker_datas,
-            filter_server_table={a: orjson.loads(f) for a, f in _pairs(filters)},
-            order_topic_conf=order or None,
-        ), int(ver))
+        read unless an event newer than that version changed the topic meanwhile); reads that come together go
+        to Redis together (route_reads.py)."""
+        return await self.reads.read(topic, support_acting_master, order_message_enable)
+
+    async def _get_routes(self, topics: list[str], support_acting_master: bool, order_message_enable: bool,
+                          budget: int) -> list[Any]:
+        return await self._run("getRoutes", self._keys("getRoutes", topic=topics[0]), _flag(support_acting_master),
+                               _flag(order_message_enable), budget, *topics)
 
     async def cluster_info(self) -> ClusterInfo:
         brokers, clusters = await self._run("clusterInfo", self._fixed["clusterInfo"])

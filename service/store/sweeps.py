@@ -5,7 +5,7 @@ sweep step: steps.py sizes it by what the steps cost on this Redis) the removal 
 queues a sweep (lua/includes/brokers.lua), which `sweepBroker` then runs a step's worth of topics a call:
 
 - a broker that is gone: its reverse index was renamed at once, so readers already see none of its queue data
-  (getRoute shows a broker's queue data of a topic only while the topic is in its reverse index) and every
+  (getRoutes shows a broker's queue data of a topic only while the topic is in its reverse index) and every
   worker evicted its cached routes on the "@brokerName" event; each step deletes the fields of a batch of topics,
   and a topic with them, unless the broker registered again and wrote the topic since (fenced by its new index);
 - a broker that lost one of its addresses: each step names a batch of its topics in change events (watchers of

@@ -245,7 +245,7 @@ async def test_the_store_passes_each_script_exactly_its_declared_keys():
     role_key = {"topics": k.topics, "brokers": k.brokers, "clusters": k.clusters, "live": k.live,
                 "deadlines": k.deadlines, "filters": k.filter_servers, "ver": k.version, "kvns": k.kv_namespaces,
                 "config": k.runtime_config, "sweeps": k.sweeps, "members": k.members}
-    entity = {("getRoute", "topic"): k.topic("T1"), ("registerTopic", "topic"): k.topic("T2"),
+    entity = {("getRoutes", "topic"): k.topic("T1"), ("registerTopic", "topic"): k.topic("T2"),
               ("deleteTopic", "topic"): k.topic("T2"), ("writePerm", "brokerTopics"): k.broker_topics("B1"),
               ("memberGroup", "brokerAddrs"): k.broker_addrs("B1")}
     seen = set()

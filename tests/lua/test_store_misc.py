@@ -127,6 +127,30 @@ async def test_wipe_write_perm_costs_the_brokers_topics_only(real):
 
 
 @pytest.mark.redis
+async def test_route_reads_made_together_look_each_broker_up_once(real):
+    """A cold cache's misses of a cluster's topics (route_reads.py): 16 routes of 100 brokers one at a time cost
+    16 x (the queue data + 3 lookups per broker) = 4 848 commands; read together, one getRoutes call looks each
+    broker up once, and sends a route its topics share once."""
+    s, counter = real
+    topics = [f"Wide{i:02d}" for i in range(16)]
+    for i in range(100):
+        await s.register_broker(reg(f"w{i:03d}", f"10.2.{i // 250}.{i % 250}:10911", topics), now=T0)
+    await counter.reset()
+    alone = [await s.get_route(t) for t in topics]
+    calls = await counter.read()
+    # each: the EVALSHA, then the version, the topic's queue data, the filter servers and 3 lookups per broker
+    assert calls["evalsha"] == 16 and sum(calls.values()) == 16 * (1 + 303), calls
+    await counter.reset()
+    together = await asyncio.gather(*(s.get_route(t) for t in topics))
+    calls = await counter.read()
+    assert calls["evalsha"] == 1
+    assert calls["hmget"] == 100 and calls["smismember"] == 100 and calls["hgetall"] == 16 + 100, calls
+    assert sum(calls.values()) == 1 + 318, calls
+    assert all(r is together[0] for r in together)  # one object for the topics answered alike
+    assert [jsonable(r) for r in together] == [jsonable(r) for r in alone] and len(alone[0].broker_datas) == 100
+
+
+@pytest.mark.redis
 async def test_register_with_unchanged_data_version_checks_membership_in_bulk(real):
     s, counter = real
     await _big_and_small(s)

@@ -42,7 +42,7 @@ async def test_readers_of_a_changed_registrations_topics_stay_hits(make_door):
         assert r.code == SUCCESS
         assert [q["readQueueNums"] for q in fastjson.loads(r.body)["queueDatas"]] == [4]
         assert jsonable(a.ns.routes.lookup(t).route) == jsonable(await a.ns.store.get_route(t))
-    assert calls == ["getRoute"] * len(TOPICS)  # the comparisons' own reads: the door's were all hits
+    assert calls == ["getRoutes"] * len(TOPICS)  # the comparisons' own reads: the door's were all hits
 
 
 async def _fresh(door) -> bool:

@@ -148,6 +148,30 @@ async def test_an_encoding_is_made_once_per_variant():
     assert len(calls) == 2 and set(entry.encoded) == {"http", ("native", "zone-a")}
 
 
+async def test_topics_holding_one_route_object_are_encoded_once():
+    """Route reads made together give a cluster's topics one route object (route_reads.py): its bytes are made
+    once per variant; an equal but distinct route, or one settled with updated queue data, is encoded anew."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    shared = route()
+    a = await c.fill("A", lambda: fetched(shared))
+    b = await c.fill("B", lambda: fetched(shared))
+    other = await c.fill("C", lambda: fetched(route()))
+    calls = []
+
+    def enc(r):
+        calls.append(r)
+        return b"{}"
+
+    assert c.encoding("A", a, "http", enc) is c.encoding("B", b, "http", enc)
+    assert calls == [shared]
+    c.encoding("C", other, "http", enc)
+    c.encoding("A", a, "json", enc)
+    assert calls == [shared, other.route, shared]
+    held = sum(e.size + len(t) for t, e in c._entries.items())
+    assert held == c.bytes  # each entry counts the bytes it holds, shared or not
+
 async def test_concurrent_misses_of_one_topic_share_one_fetch():
     clock = Clock()
     c = cache(clock)
