@@ -9,10 +9,11 @@ NameServer 5.5.0 and ours (1 and 2 workers on one real redis-server), one server
     knobs: --brokers N --topics M --clients C --minutes S --period SECONDS --servers java,1,2 --out DIR
 
 Time runs `30 / --period` times faster than the fleet's: a 30 s registration period takes --period real seconds
-(3 s by default). Every period of the model is scaled alike, on both servers the same way: the brokers' timeout
-(REGISTER_BROKER's heartbeatTimeoutMillis: 120 s, 10 s for brokers with enableSlaveActingMaster) and the expiry
-scan (Java's scanNotActiveBrokerInterval, ours NAMESRV_SCAN_INTERVAL_MS: 5 s); ours also flushes heartbeats
-(NAMESRV_HEARTBEAT_FLUSH_MS) at the scaled 1 s. Timeouts are kept at 1 s at least (ours refuses less).
+(6 s at the full size, 3 s with --quick). Every period of the model is scaled alike, on both servers the same
+way: the brokers' timeout (REGISTER_BROKER's heartbeatTimeoutMillis: 120 s, 10 s for brokers with
+enableSlaveActingMaster) and the expiry scan (Java's scanNotActiveBrokerInterval, ours NAMESRV_SCAN_INTERVAL_MS:
+5 s); ours also flushes heartbeats (NAMESRV_HEARTBEAT_FLUSH_MS) at the scaled 1 s. Timeouts are kept at 2 s at
+least (1 s with --tiny): a busy 2-core machine stalls processes that long.
 
 The load is replayed by benchmarks/fleetload.c (one thread, epoll, compiled here) from frames and a schedule built
 here; it reports per request type and period the requests, replies by code and latency, and its own CPU. A sampler
@@ -814,7 +815,7 @@ def parse(argv: list[str] | None) -> tuple[str, Plan, argparse.Namespace]:
     p.add_argument("--client-topics", type=int, help="routes each client reads every period (default 2)")
     p.add_argument("--clients-per-conn", type=int, help="logical clients per socket (default 100)")
     p.add_argument("--minutes", type=int, help="simulated minutes of the day, after the warm-up")
-    p.add_argument("--period", type=float, help="real seconds per simulated 30 s (default 3)")
+    p.add_argument("--period", type=float, help="real seconds per simulated 30 s (default 6; --quick 3)")
     p.add_argument("--servers", default="java,1,2", help="java and/or worker counts of ours (default java,1,2)")
     p.add_argument("--out", default=str(HERE / "results"))
     p.add_argument("--wait-quiet", type=float, metavar="LOAD",

@@ -116,22 +116,29 @@ def derive() -> tuple[Model, dict[str, Any]]:
     if one is None:
         sys.exit("fleet.json has no run of ours with 1 worker")
     plan = fleet["plan"]
-    bad = failed_share(one)
-    if bad > 0.01:  # an overloaded day says what overload costs, not what the fleet does
-        basis["fleet"] = (f"not used: in the fleet run (git {fleet['git_sha']}, {fleet['date']}, load average "
-                          f"{one['load_average_before'][0]} before ours) {bad:.1%} of our requests failed or were "
-                          "not made (fleet.md); the formula is not calibrated and memory per worker is a guess")
+    # an overloaded day says what overload costs, not what the fleet does: calibrate on ours with 1 worker, or, if
+    # that day was overloaded (other work on the machine), on ours with 2 workers (their CPU summed: the second
+    # worker's own cost then sits in the factor, on the safe side; their memory per worker)
+    overloaded = {s["server"]: (failed_share(s), s["load_average_before"][0]) for s in (one, two) if s is not None
+                  and failed_share(s) > 0.01}
+    cal = next((s for s in (one, two) if s is not None and s["server"] not in overloaded), None)
+    skipped = "; ".join(f"{name} not used, {bad:.1%} of its requests failed or were not made (load average {avg} "
+                        "before it)" for name, (bad, avg) in overloaded.items())
+    if cal is None:
+        basis["fleet"] = (f"not used: in the fleet run (git {fleet['git_sha']}, {fleet['date']}) {skipped} "
+                          "(fleet.md); the formula is not calibrated and memory per worker is a guess")
         return model, points
+    n = 1 if cal is one else 2
     shape = Fleet(brokers=plan["brokers"], topics_per_broker=plan["topics"], topics=fleet["fleet"]["topics"],
                   clients_per_broker=plan["clients"] / plan["brokers"], client_topics=plan["client_topics"],
                   acting_share=1 / plan["acting_every"], change_per_minute=plan["change_per_minute"])
-    samples, half = one["samples"], 15.0  # a sample every half period (15 simulated seconds)
+    samples, half = cal["samples"], 15.0  # a sample every half period (15 simulated seconds)
 
     def sample(sim_s: float) -> dict:
         return samples[min(len(samples) - 1, round(sim_s / half))]
 
     start, clients, day = samples[0], sample(fleet["markers"]["ramp"]), sample(fleet["markers"]["day"])
-    used = one["memory_mb"]["redis_used_peak"] - (start.get("redis_used_mb") or 0)
+    used = cal["memory_mb"]["redis_used_peak"] - (start.get("redis_used_mb") or 0)
     entries, topics = shape.entries, shape.topics
     # two points, two unknowns: bytes = a·entries + b·topics (http: 100 000 entries on 1 000 topics)
     e1, t1, b1 = http["memory"]["entries"], http["memory"]["entries"] / 100, http["memory"]["bytes"]
@@ -142,26 +149,26 @@ def derive() -> tuple[Model, dict[str, Any]]:
         a, b = b2 / e2, 0.0
     body = plan["topics"] * body_per_topic
     per_broker = max(0.0, (clients["rss_mb"] - start["rss_mb"]) * 2**20 / plan["brokers"] - body)
-    per_route = max(0.0, (day["rss_mb"] - clients["rss_mb"]) * 2**20 / topics)
-    cache = (one.get("capacity") or {}).get("routeCache") or {}
+    per_route = max(0.0, (day["rss_mb"] - clients["rss_mb"]) * 2**20 / topics / n)  # each worker caches its own
+    cache = (cal.get("capacity") or {}).get("routeCache") or {}
     counted = cache["bytes"] / cache["entries"] if cache.get("entries") else model.cache_bytes_per_route
     model = replace(model, redis_bytes_per_entry=a, redis_bytes_per_topic=b,
-                    redis_base_mb=start.get("redis_used_mb") or 1.0, worker_base_mb=start["rss_mb"],
+                    redis_base_mb=start.get("redis_used_mb") or 1.0, worker_base_mb=start["rss_mb"] / n,
                     worker_bytes_per_broker=per_broker, worker_bytes_per_route=per_route,
                     cache_bytes_per_route=counted)
     raw = predict(model, shape)
-    worker_measured = (one["cpu_per_minute"]["steady"] - one["cpu_per_minute"]["steady_redis"]) / 60
-    redis_measured = one["cpu_per_minute"]["steady_redis"] / 60
+    worker_measured = (cal["cpu_per_minute"]["steady"] - cal["cpu_per_minute"]["steady_redis"]) / 60
+    redis_measured = cal["cpu_per_minute"]["steady_redis"] / 60
     extra = 0.0
-    if two is not None:
+    if two is not None and cal is one and two["server"] not in overloaded:
         extra = max(0.0, (two["cpu_per_minute"]["steady"] - one["cpu_per_minute"]["steady"]) / 60)
     # the rolling restart: its minutes' CPU beyond a steady minute, per restarted broker and topic it serves
     lo, hi = fleet["markers"]["restart"]
-    minutes = [r for r in one["per_minute"] if lo <= r["minute"] * 60 < hi]
+    minutes = [r for r in cal["per_minute"] if lo <= r["minute"] * 60 < hi]
     restarted = fleet["fleet"]["restarted"]
-    steady_worker = one["cpu_per_minute"]["steady"] - one["cpu_per_minute"]["steady_redis"]
+    steady_worker = cal["cpu_per_minute"]["steady"] - cal["cpu_per_minute"]["steady_redis"]
     extra_worker = sum(r["cpu_s"] - steady_worker for r in minutes)
-    extra_redis = sum((r["redis_cpu_s"] or 0) - one["cpu_per_minute"]["steady_redis"] for r in minutes)
+    extra_redis = sum((r["redis_cpu_s"] or 0) - cal["cpu_per_minute"]["steady_redis"] for r in minutes)
     per = restarted * plan["topics"]
     model = replace(model, worker_factor=worker_measured / raw.worker_cores if raw.worker_cores else 1.0,
                     redis_factor=redis_measured / raw.redis_cores if raw.redis_cores else 1.0,
@@ -170,17 +177,19 @@ def derive() -> tuple[Model, dict[str, Any]]:
                     restart_redis_us_per_topic=max(0.0, extra_redis) * 1e6 / per if per and minutes else 0.0)
     basis["fleet"] = (f"benchmarks.fleet, {plan['brokers']:,} brokers × {plan['topics']} topics, {plan['clients']:,} "
                       f"clients (git {fleet['git_sha']}, {fleet['date']}, load average "
-                      f"{one['load_average_before'][0]} before ours): ours with 1 worker "
-                      f"{one['cpu_per_minute']['steady']:.2f} CPU-s per simulated minute "
-                      f"(Redis {one['cpu_per_minute']['steady_redis']:.2f})"
-                      + (f", with 2 workers {two['cpu_per_minute']['steady']:.2f}" if two else "")
+                      f"{cal['load_average_before'][0]} before it): calibrated on {cal['server']}, "
+                      f"{cal['cpu_per_minute']['steady']:.2f} CPU-s per simulated minute "
+                      f"(Redis {cal['cpu_per_minute']['steady_redis']:.2f})"
+                      + (f", with 2 workers {two['cpu_per_minute']['steady']:.2f}" if two and cal is one else "")
+                      + (f"; {skipped}" if skipped else "")
                       + f"; its rolling restart of {restarted:,} brokers {extra_worker:.1f} worker and "
                         f"{extra_redis:.1f} Redis CPU-s beyond steady minutes")
     points = {"fleet": {"shape": asdict(shape), "worker_cores_measured": worker_measured,
                         "redis_cores_measured": redis_measured, "worker_cores_formula": raw.worker_cores,
                         "redis_cores_formula": raw.redis_cores, "extra_worker_cores": extra,
-                        "redis_used_mb": used, "worker_rss_mb": {"start": start["rss_mb"], "brokers up":
-                                                                 clients["rss_mb"], "clients up": day["rss_mb"]}}}
+                        "redis_used_mb": used, "calibrated_on": cal["server"],
+                        "worker_rss_mb": {"start": start["rss_mb"], "brokers up": clients["rss_mb"],
+                                          "clients up": day["rss_mb"]}}}
     return model, points
 
 

@@ -98,3 +98,25 @@ def test_sizing_is_made_from_the_committed_results():
     assert all(point in r and any(k in r for k in ("Redis CPU", "Redis memory", "event application",
                                                                  "route cache")) for r in rows)
     assert "| 10,000 × 200 (1,000,000) |" in md
+
+
+def test_sizing_calibrates_on_a_fleet_day_that_was_not_overloaded():
+    """A day of ours in which more than 1 % of the requests failed (other work on the machine) says what overload
+    costs: the calibration takes ours with 1 worker, else with 2, whichever was not, and the basis names the one
+    left out."""
+    from benchmarks import sizing
+
+    model, points = sizing.derive()
+    fleet = sizing.load("fleet.json")
+    if fleet is None:
+        assert model.basis["fleet"].startswith("none") and not points
+        return
+    days = {s["server"]: s for s in fleet["servers"] if s["kind"] != "java"}
+    clean = [name for name, s in days.items() if sizing.failed_share(s) <= 0.01]
+    if not clean:
+        assert model.basis["fleet"].startswith("not used") and not points
+        return
+    assert points["fleet"]["calibrated_on"] == clean[0] and model.worker_factor > 0
+    for name, s in days.items():
+        if name not in clean:
+            assert f"{name} not used, {sizing.failed_share(s):.1%}" in model.basis["fleet"]
