@@ -5,12 +5,12 @@ them is service/core/capacity.py; `basis` says what each figure was measured wit
 from service.core.capacity import Model
 
 MODEL = Model(
-    reg_same_worker_us=(27.9227, 43.6664),
-    reg_changed_worker_us=(196.8245, 761.1059),
-    reg_changed_redis_us=(85.6077, 525.0078),
+    reg_same_worker_us=(29.7913, 53.6091),
+    reg_changed_worker_us=(250.8341, 1029.0515),
+    reg_changed_redis_us=(107.5003, 556.5278),
     liveness_redis_us=3.642,
-    heartbeat_worker_us=6.6062,
-    read_worker_us=3.3555,
+    heartbeat_worker_us=7.2949,
+    read_worker_us=3.5343,
     event_worker_us_per_topic=0.5908,
     redis_bytes_per_entry=82.5947,
     redis_bytes_per_topic=450.5894,
@@ -23,11 +23,11 @@ MODEL = Model(
     cache_bytes_per_route=2475.9463,
     restart_worker_us_per_topic=119.5,
     restart_redis_us_per_topic=66.5,
-    worker_factor=5.2534,
-    redis_factor=4.0511,
+    worker_factor=4.8967,
+    redis_factor=4.0217,
     extra_worker_cores=0.0,
     basis={
-        'per request': 'benchmarks.peers, rmq-namesrv, 1 worker (git ba8e4f4a49, 2026-11-28, AMD EPYC '
+        'per request': 'benchmarks.peers, rmq-namesrv, 1 worker (git 3b84eefdb9, 2026-11-28, AMD EPYC '
             '×2, Linux 6.18.44-fc-v657)',
         'liveness in Redis': 'benchmarks.redis_capacity, heartbeat batch of 50: 182.1 µs (git 5566988666)',
         'registration bytes': 'benchmarks.register_bench, plain bodies: 17,347 B at 100 topics, 174,147 B at 1 '
