@@ -61,7 +61,7 @@ class HoldingStore(RouteStore):
 
 def make_machine(connect):
     class RegistryMachine(RedisMachine):
-        @initialize(route_budget=st.sampled_from([1, 4, 20_000]))
+        @initialize(route_budget=st.sampled_from([1, 4, 5_000]))
         def setup(self, route_budget):
             self.open(connect)
             self.store = HoldingStore(self.client, prefix="m" + uuid.uuid4().hex[:10],
