@@ -32,11 +32,21 @@ def dumps(obj: Any, *, standard: bool = False) -> bytes:
             text = orjson.dumps(_browser_values(obj), option=orjson.OPT_NON_STR_KEYS).decode()
             # Outside string literals orjson output is pure ASCII with no '/', so every match is string content.
             return _BROWSER_ESCAPE.sub(_escape_char, text).encode("ascii")
+        try:
+            return orjson.dumps(obj)  # no int key: as before
+        except TypeError as exc:  # an int key, or what orjson refuses (raised below when there is no int key)
+            refused = exc
+        try:
+            raw = orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            raw = None  # e.g. a key past 64 bits or nesting orjson refuses: the walk writes it or says why not
+        if raw is not None and _int_keys_unquotable(obj):
+            parts = _QUOTED_INT_KEY.split(raw)  # text, key digits, text, …: ~3x faster than .sub's template
+            parts[1::2] = [digits + b":" for digits in parts[1::2]]
+            return b"".join(parts)
         if not _has_int_key(obj):
-            return orjson.dumps(obj)
-        out: list[bytes] = []
-        _write(obj, out)
-        return b"".join(out)
+            raise refused
+        return _walk(obj)
     except JsonError:
         raise
     except (TypeError, ValueError, RecursionError) as exc:
@@ -85,6 +95,50 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 
 
 # --- writer -------------------------------------------------------------------------------------------------------
+# An int-keyed map (brokerAddrs) took the walk below: ~250 ms for a 10 000-broker cluster info, the worker's event
+# loop stalled meanwhile. orjson writes the same bytes in one pass but quotes int keys; unquoting them afterwards is
+# exact because a match of _QUOTED_INT_KEY is always an object key: its '"' follows '{' or ',', so it is not an
+# escaped one (`\"`) but a delimiter, and not a closing one (never followed by a digit or '-'); a string followed by
+# ':' is a key. It is only done when no str key is spelt like an int (`"7"` stays quoted), every key is a str or an
+# int and every leaf a JSON scalar (which orjson writes as the walk does). ~18 ms instead of ~230 for 10 000 brokers.
+
+_QUOTED_INT_KEY = re.compile(rb'"(?<=[{,]")(-?[0-9]+)":')  # the '"' first: a literal prefix the regex finds fast
+_INT_SPELLING = re.compile(r"-?[0-9]+")
+_INT_LEAD = frozenset("-0123456789")
+_CONTAINERS = frozenset((dict, list, tuple))
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _int_keys_unquotable(obj: Any) -> bool:
+    """True when orjson's output with its int keys unquoted is the walk's: every container a dict, list or tuple,
+    every key a str not spelt like an int or an int, every leaf a JSON scalar. Called only on what orjson has just
+    written, so the structure is acyclic and this ends."""
+    if type(obj) not in _CONTAINERS:
+        return False
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            for key, value in node.items():
+                kind = type(key)
+                if kind is str:
+                    if key[:1] in _INT_LEAD and _INT_SPELLING.fullmatch(key):
+                        return False
+                elif kind is not int:
+                    return False
+                kind = type(value)
+                if kind in _CONTAINERS:
+                    stack.append(value)
+                elif kind not in _SCALARS:
+                    return False
+        else:
+            for value in node:
+                kind = type(value)
+                if kind in _CONTAINERS:
+                    stack.append(value)
+                elif kind not in _SCALARS:
+                    return False
+    return True
 
 
 def _has_int_key(obj: Any) -> bool:
@@ -100,6 +154,13 @@ def _has_int_key(obj: Any) -> bool:
         elif type(node) in (list, tuple):
             stack.extend(v for v in node if type(v) in (dict, list, tuple))
     return False
+
+
+def _walk(obj: Any) -> bytes:
+    """fastjson's form node by node, for any input: what the one pass with _QUOTED_INT_KEY must write, byte for byte."""
+    out: list[bytes] = []
+    _write(obj, out)
+    return b"".join(out)
 
 
 def _write(obj: Any, out: list[bytes]) -> None:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.models import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from service.remoting import fastjson
 from service.remoting.fastjson import JsonError, dumps, dumps_standard, loads
 
 
@@ -181,3 +185,110 @@ def test_arbitrary_input_raises_only_json_error(data):
         loads(data)
     except JsonError:
         pass
+
+
+# --- the one pass for int keys (orjson, then int keys unquoted) against the node-by-node walk ----------------------
+
+
+def _walked(value):
+    """What dumps wrote before the one pass: orjson when no dict key is an int, else the walk; JsonError if refused."""
+    try:
+        return orjson.dumps(value) if not fastjson._has_int_key(value) else fastjson._walk(value)
+    except (TypeError, ValueError, RecursionError):
+        return JsonError
+
+
+def _dumped(value):
+    try:
+        return dumps(value)
+    except JsonError:
+        return JsonError
+
+
+# Names and addresses with every character JSON escapes or uses ('{}[]":,\\'), unicode and control characters; and,
+# as the other half, lone surrogates, names spelt like ints and ids past 64 bits, which leave it to the walk.
+_json_chars = st.text(st.sampled_from('{}[]":,\\/ 0123456789-\x00\n\u2028é😀'), max_size=12)
+_clean_text = _json_chars | st.text(max_size=12)
+_dirty_text = (_json_chars | st.text(st.characters(codec=None, categories=None), max_size=12)
+               | st.from_regex(r"-?[0-9]{1,20}", fullmatch=True))
+
+
+def _brokers(text, ids):
+    return st.builds(BrokerData, cluster=text, broker_name=text, broker_addrs=st.dictionaries(ids, text, max_size=4),
+                     enable_acting_master=st.booleans(), zone_name=st.none() | text)
+
+
+def _cluster_infos(text, ids):
+    return st.builds(ClusterInfo, broker_addr_table=st.dictionaries(text, _brokers(text, ids), max_size=6),
+                     cluster_addr_table=st.dictionaries(text, st.lists(text, max_size=4), max_size=4))
+
+
+def _routes(text, ids):
+    queues = st.builds(QueueData, text, st.integers(0, 1024), st.integers(0, 1024), st.integers(0, 15),
+                       st.integers(0, 2**31 - 1))
+    return st.builds(TopicRouteData, queue_datas=st.lists(queues, max_size=4),
+                     broker_datas=st.lists(_brokers(text, ids), max_size=4),
+                     filter_server_table=st.dictionaries(text, st.lists(text, max_size=3), max_size=3),
+                     order_topic_conf=st.none() | text)
+
+
+_clean_ids = st.integers(0, 16) | st.integers(-(2**63), 2**64 - 1)
+_dirty_ids = _clean_ids | st.integers(-(2**70), 2**70)
+
+# Beyond routes: any key kind (bools, floats and int-spelt strs the one pass must leave to the walk), tuples, dict
+# subclasses and ints past 64 bits as leaves, nesting past orjson's limit.
+_any_keys = _dirty_text | _dirty_ids | st.booleans() | st.floats(allow_nan=False) | st.none()
+_odd_values = st.recursive(
+    _scalars | st.integers(-(2**70), 2**70) | _dirty_text,
+    lambda inner: (st.lists(inner, max_size=4) | st.lists(inner, max_size=3).map(tuple)
+                   | st.dictionaries(_any_keys, inner, max_size=4)
+                   | st.dictionaries(_clean_ids, inner, max_size=2).map(OrderedDict)),
+    max_leaves=24,
+)
+
+
+@given(_cluster_infos(_clean_text, _clean_ids) | _cluster_infos(_dirty_text, _dirty_ids))
+@settings(max_examples=200, deadline=None)
+def test_a_cluster_info_in_one_pass_is_the_walk_byte_for_byte(info):
+    assert _dumped(info.to_dict()) == _walked(info.to_dict())
+
+
+@given(_routes(_clean_text, _clean_ids) | _routes(_dirty_text, _dirty_ids))
+@settings(max_examples=200, deadline=None)
+def test_a_route_for_older_clients_in_one_pass_is_the_walk_byte_for_byte(route):
+    assert _dumped(route.to_dict()) == _walked(route.to_dict())
+
+
+@given(_values | _odd_values)
+@settings(max_examples=300, deadline=None)
+def test_any_value_in_one_pass_is_the_walk_byte_for_byte(value):
+    assert _dumped(value) == _walked(value)
+
+
+def test_int_keys_beside_string_contents_that_look_like_keys():
+    value = {"brokerAddrs": {0: '{1:"x"}', 1: '"2":', -3: '\\"4":'}, '"5":': {6: "}"}, "s": ',"7":8'}
+    written = dumps(value)
+    assert written == b'{"brokerAddrs":{0:"{1:\\"x\\"}",1:"\\"2\\":",-3:"\\\\\\"4\\":"},"\\"5\\":":{6:"}"},' \
+                      b'"s":",\\"7\\":8"}'
+    assert written == fastjson._walk(value) and fastjson._int_keys_unquotable(value)  # the one pass wrote it
+    assert loads(written) == value
+    assert dumps({'"0': {1: ""}, 'a\\",-1': 2}) == b'{"\\"0":{1:""},"a\\\\\\",-1":2}'  # escaped quotes stay
+
+
+def test_a_str_key_spelt_like_an_int_stays_quoted():
+    value = {"7": {0: "a"}, "-1": 1, "a": {1: "b"}}
+    assert not fastjson._int_keys_unquotable(value)  # the walk writes it
+    assert dumps(value) == b'{"7":{0:"a"},"-1":1,"a":{1:"b"}}'
+
+
+def test_a_10000_broker_cluster_info_in_one_pass_is_the_walk():
+    """Issue 40: the walk stalled a worker ~230 ms here; the one pass must write the same bytes."""
+    info = ClusterInfo(
+        {f"broker-{i}": BrokerData(f"c{i % 10}", f"broker-{i}",
+                                   {0: f"10.0.{i // 256}.{i % 256}:10911", 1: f"10.1.{i // 256}.{i % 256}:10911"},
+                                   zone_name="z" if i % 2 else None)
+         for i in range(10_000)},
+        {f"c{j}": [f"broker-{i}" for i in range(j, 10_000, 10)] for j in range(10)},
+    ).to_dict()
+    assert fastjson._int_keys_unquotable(info)
+    assert dumps(info) == fastjson._walk(info)
