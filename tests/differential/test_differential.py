@@ -151,6 +151,7 @@ class Differential(RuleBasedStateMachine):
         self.versions: dict[tuple, dict[str, int]] = {}
         self.kv_ns = ["NS" + uuid.uuid4().hex[:6], ORDER_NS, "命名 空间 " + uuid.uuid4().hex[:6]]
         self.touched_kv: set[tuple[str, str]] = set()
+        self.last_kv: tuple[str, str] | None = None  # (namespace, key) of the last PUT_KV_CONFIG
         self.registered: set[tuple] = set()
 
     # ---- sending and comparing
@@ -302,11 +303,16 @@ class Differential(RuleBasedStateMachine):
           value=st.sampled_from(["broker-a:4", "v;2", "x", "värde\t2"]))
     def kv_put(self, ns, key, value):
         self.touched_kv.add((self.kv_ns[ns], key))
+        self.last_kv = (self.kv_ns[ns], key)
         self.both(codes.PUT_KV_CONFIG, {"namespace": self.kv_ns[ns], "key": key, "value": value})
 
-    @rule(ns=st.integers(0, 2), key=st.sampled_from(KV_KEYS), serialize=st.sampled_from(["JSON", "ROCKETMQ"]))
-    def kv_get(self, ns, key, serialize):
-        self.both(codes.GET_KV_CONFIG, {"namespace": self.kv_ns[ns], "key": key}, serialize=serialize)
+    @rule(ns=st.integers(0, 2), key=st.sampled_from(KV_KEYS), serialize=st.sampled_from(["JSON", "ROCKETMQ"]),
+          last=st.booleans())
+    def kv_get(self, ns, key, serialize, last):
+        # half the reads ask for the last key put: 8 keys in 3 namespaces drawn at random found a stored one so
+        # seldom that a CI run answered GET_KV_CONFIG SUCCESS never (216 reads, all "not found")
+        namespace, key = self.last_kv if last and self.last_kv else (self.kv_ns[ns], key)
+        self.both(codes.GET_KV_CONFIG, {"namespace": namespace, "key": key}, serialize=serialize)
 
     @rule(ns=st.integers(0, 2), key=st.sampled_from(KV_KEYS))
     def kv_delete(self, ns, key):
