@@ -76,10 +76,24 @@ def possibly_lost(op: Op, hist: History, b: Bounds) -> bool:
     for w, at in kills(hist, "worker-kill"):
         if from_memory and op.worker == w and at - (b.flush + 200 * MS) <= op.ret <= at:
             return True
-    for _, at in kills(hist, "primary-kill"):
-        if at - b.failover_window <= op.ret <= at and (op.kind == "hb" or from_memory or op.kind not in b.waited):
+    for f in hist.faults:
+        if f.kind not in FAILOVERS:
+            continue
+        lo, hi = f.start - b.failover_window, f.start if f.kind == "primary-kill" else f.end
+        if lo <= op.ret <= hi and (op.kind == "hb" or from_memory or op.kind not in b.waited or f.kind == "failover"):
             return True
     return False
+
+
+FAILOVERS = ("primary-kill", "failover")  # the scenario's kill, and a failover the sentinels made by themselves
+
+
+def failover_windows(hist: History, b: Bounds) -> list[tuple[int, int]]:
+    """Where a failover may undo writes: those acknowledged in the `failover_window` before the primary was killed
+    (it was dead from then on); for a failover the sentinels made by themselves (cluster.SentinelWatch), also
+    everything up to its end, the old primary having taken writes until the workers left it."""
+    return [(f.start - b.failover_window, f.start if f.kind == "primary-kill" else f.end)
+            for f in hist.faults if f.kind in FAILOVERS]
 
 
 def lives(hist: History, b: Bounds) -> dict[str, BrokerLife]:
@@ -240,17 +254,24 @@ def prepare(hist: History, b: Bounds | None = None) -> dict[str, Any]:
                 base.append({"p": p, "call": earliest, "ret": latest, "in": dict(inp), "out": {}, "_read": False,
                              "_stream": ""})
     for f in hist.faults:  # a failover: the state may go back to before any write acknowledged in its window
-        if f.kind == "primary-kill":
+        if f.kind in FAILOVERS:
             for p in {o["p"] for o in base}:
                 base.append({"p": p, "call": f.start, "ret": f.end, "in": {"k": "failover", "desc": f.detail},
                              "out": {}, "_read": False, "_stream": ""})
-    windows = [(f.start - b.failover_window, f.start) for f in hist.faults if f.kind == "primary-kill"]
+    windows = failover_windows(hist, b)
+    unplanned = [(f.start - b.failover_window, f.end) for f in hist.faults if f.kind == "failover"]
+
+    def in_unplanned(o: dict[str, Any]) -> bool:
+        """A write in the window of a failover the sentinels made against a live primary: WAIT counted a replica,
+        not necessarily the one promoted (README, "No acknowledged write lost"), so even a waited one may go."""
+        return any(lo <= (o["ret"] if o["ret"] != OPEN else 1 << 62) and o["call"] <= hi for lo, hi in unplanned)
+
     for o in base:
         if o["_read"] or o["in"]["k"] in ("expire", "failover"):
             continue
         if any(lo <= (o["ret"] if o["ret"] != OPEN else 1 << 62) and o["call"] <= hi for lo, hi in windows):
             kind = o["in"]["k"]
-            if kind not in b.waited or o["in"].get("unknown"):
+            if kind not in b.waited or o["in"].get("unknown") or in_unplanned(o):
                 o["in"]["window"] = True
 
     staleness = [dict(o) for o in base]

@@ -255,7 +255,8 @@ async def primary_kill(run: Run) -> None:
     start = History.now()
     old = await asyncio.to_thread(topo.master_node)
     new = await asyncio.to_thread(topo.kill_master)
-    run.hist.fault("primary-kill", start, f"{old.name} SIGKILL, {new.name} promoted")
+    run.hist.fault("primary-kill", start, f"{old.name} SIGKILL, {new.name} promoted "
+                                          f"({old.addr[0]}:{old.addr[1]} -> {new.addr[0]}:{new.addr[1]})")
     await asyncio.to_thread(topo.restart, old)
 
 

@@ -22,9 +22,9 @@ import orjson
 
 from tests.invariants import check_invariants
 from tests.robustness import checks, porcupine
-from tests.robustness.cluster import Observer, Registry, Settings
+from tests.robustness.cluster import Observer, Registry, SentinelWatch, Settings
 from tests.robustness.faults import FAULTS, FaultMissed
-from tests.robustness.history import History
+from tests.robustness.history import Fault, History
 from tests.robustness.traffic import CLUSTER, KV_NS, Admin, Broker, BrokerSpec, NativeConn, Reader, sleep_until
 
 SMALL_TOPICS = [f"T{i:02d}" for i in range(24)]
@@ -137,7 +137,10 @@ async def _sample_live(run: Run, stop: asyncio.Event) -> None:
         while not stop.is_set():
             call = History.now()
             try:
-                members = await asyncio.wait_for(client.zrange(key, 0, -1), 1.0)
+                async with client.pipeline(transaction=True) as p:  # the role and the table at one instant
+                    role, members = await asyncio.wait_for(p.role().zrange(key, 0, -1).execute(), 1.0)
+                if role[0] != "master":  # asked during a failover, a sentinel named the old primary, since
+                    raise ConnectionError(f"a {role[0]}")  # restarted as a replica still loading: ask again
                 run.live_samples.append((call, History.now(), list(members)))
             except Exception:
                 await client.aclose()
@@ -212,6 +215,26 @@ def _comparable(route: dict[str, Any] | None) -> Any:
     return [qds, bds]
 
 
+MS_NS = 1_000_000
+SWITCH_REACTION_NS = 500 * MS_NS  # a worker drops its connections to the old primary once it reads +switch-master
+
+
+def _unplanned_failovers(hist: History, watch: SentinelWatch, down_after_ns: int) -> None:
+    """Each sentinel switch the scenario's own kill does not explain becomes a `failover` fault: from when the
+    sentinels saw that primary down (or down-after before the switch) to just after the switch; the old primary
+    kept taking writes throughout, so a write anywhere in there may be undone (checks.failover_windows)."""
+    planned = [f for f in hist.faults if f.kind == "primary-kill"]  # detail: "... (old-ip:port -> new-ip:port)"
+    for at, down, data in watch.switches():
+        old = ":".join(data.split()[1:3])
+        mine = next((f for f in planned if f.start <= at and f"({old} ->" in f.detail), None)
+        if mine is not None:  # the switch away from the primary the scenario killed
+            planned.remove(mine)
+            continue
+        start = down if down is not None else at - down_after_ns
+        hist.faults.append(Fault("failover", start, at + SWITCH_REACTION_NS,
+                                 f"unplanned: the sentinels switched the primary by themselves ({data})"))
+
+
 async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, keep: bool = False) -> Outcome:
     """Run `sc` once; a failure (or `keep`) leaves reports/<name>-<time>/."""
     started = time.monotonic()
@@ -241,11 +264,15 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
                      kv_namespace=KV_NS)
     stop = asyncio.Event()
     observer: Observer | None = None
+    sentinels: SentinelWatch | None = None
     tasks: list[asyncio.Task] = []
     try:
         await reg.start()
         observer = Observer(reg.redis_client, reg.prefix, History.now)
         await observer.start()
+        if reg.topology is not None:
+            sentinels = SentinelWatch(reg.topology, History.now)
+            await sentinels.start()
         sampler = asyncio.create_task(_sample_live(run, stop))
         for spec in specs:
             run.brokers[spec.name] = Broker(spec, reg, hist, random.Random(rng.random()), sc.period_s)
@@ -302,6 +329,9 @@ async def run_scenario(sc: Scenario, reports: Path, source: Path | None = None, 
         if observer is not None:
             await observer.stop()
             hist.events, hist.event_gaps = observer.events, observer.gaps
+        if sentinels is not None:
+            await sentinels.stop()
+            _unplanned_failovers(hist, sentinels, reg.topology.down_after_ms * MS_NS)
         hist.meta["live_samples"] = run.live_samples
         await asyncio.to_thread(reg.stop)
     prepared = checks.prepare(hist)
