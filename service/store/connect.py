@@ -1,7 +1,7 @@
 """Redis connections for the three deployments — one URL, Sentinel, Cluster — and embedded mode.
 
 redis-py's own clients throughout (BlockingConnectionPool, Sentinel.master_for, RedisCluster): bounded socket
-timeouts and a few backed-off retries; the store adds a per-call deadline on top (routes.py `_run`), so how long
+timeouts and a few backed-off retries; the store adds a per-call deadline on top (script_runner.py `_run`), so how long
 a request can wait on Redis never depends on the retry arithmetic below. See docs/redis-topologies.md for the
 findings each choice rests on (S1–S4, C1–C6).
 """

@@ -1,7 +1,7 @@
 """The change events the route scripts publish: their format (parse_event), and a subscription that follows the
 deployment: on any Cluster node (PUBLISH reaches them all), or on the Sentinel master, given up when a sentinel
-announces a switch. The subscription is a mixin of RouteStore (routes.py), which holds the clients, the keys and the
-Sentinel.
+announces a switch. The subscription is a mixin of RouteStore (routes.py), whose ScriptRunner (script_runner.py)
+holds the clients, the keys and the Sentinel.
 
 An event (lua/includes/common.lua, changes_publish) is "<ver>\t2\n" then one line per change:
   <topic>                             the topic's route changed: evict it

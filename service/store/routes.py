@@ -1,30 +1,27 @@
-"""The route registry in Redis: one async method per operation, one Lua script each.
+"""The route registry in Redis (RocketMQ's RouteInfoManager): one async method per operation, one Lua script each.
 
 Every change is one script (lua/), so concurrent workers can never leave the tables half-updated, and Python
 never reads, modifies and writes back across round trips. Each script receives exactly the keys its header
-declares. Redis failures leave this module as the project's own errors (StoreUnavailable), so nothing above
-the store needs to know redis-py. The client must use decode_responses=True.
+declares. Redis failures leave the store as the project's own errors (StoreUnavailable), so nothing above
+the store needs to know redis-py. The client must use decode_responses=True. How scripts are called is
+script_runner.py; the KV and runtime config are kv_tables.py, the registry's figures registry_stats.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import Sentinel
-from redis.exceptions import MovedError, ResponseError
 
 from service.config import DEFAULT_BROKER_TIMEOUT_MS
-from service.errors import QueryNotFound, from_script_code
+from service.errors import from_script_code
 from service.models import (
-    BrokerData,
     BrokerIdentity,
     ClusterInfo,
     DataVersion,
@@ -39,26 +36,23 @@ from service.models import (
     TopicRouteData,
 )
 from service.store import sweeps
-from service.store.admission import Gate
 from service.store.calls import (  # re-exported: the store's callers import them from here
     PER_TOPIC_S,
     REDIS_ERRORS,
-    LeanScripts,
     ReplicationUnconfirmed,
     StoreLimits,
-    _unconfirmed,
     bounded,
-    leanable,
-    report,
     store_errors,
     translate,
 )
 from service.store.chunked import ChunkedRegistration
 from service.store.events import ChangeEvents
-from service.store.keys import ORDER_TOPIC_CONFIG, Keys
-from service.store.outage import OUTAGE
+from service.store.keys import ORDER_TOPIC_CONFIG
+from service.store.kv_tables import KvTables
+from service.store.registry_stats import RegistryStats
 from service.store.route_reads import RouteReads
-from service.store.scripts import LuaScript, call_loaded, load_all
+from service.store.script_runner import _flag, _pairs
+from service.store.shared_parts import SharedParts, _broker_data
 from service.store.steps import Steps
 
 log = logging.getLogger(__name__)
@@ -86,254 +80,20 @@ def _registration_result(res: list[Any]) -> RegisterBrokerResult | None:
     )
 
 
-def _pairs(flat: list[Any]) -> Iterable[tuple[Any, Any]]:
-    return zip(flat[0::2], flat[1::2], strict=True)
-
-
-def _flag(value: bool) -> str:
-    return "1" if value else "0"
-
-
-def _broker_data(name: str, cluster: str, eam: str, zone: str, addr_flat: list[str]) -> BrokerData:
-    return BrokerData(
-        cluster=cluster,
-        broker_name=name,
-        broker_addrs={int(i): a for i, a in _pairs(addr_flat)},
-        enable_acting_master=eam == "1",
-        zone_name=zone or None,
-    )
-
-
-class SharedParts:
-    """The broker and queue data of route reads, one object per distinct value in this worker: every topic of a
-    cluster names the same brokers, so reading a cluster's routes built the same objects again and again, and a
-    route cache holding 10 000 routes of 100 brokers held 1.8 M objects, which the garbage collector walked for up
-    to a second at a time (benchmarks/README.md, "A fleet's cold start"). Both are immutable (frozen; nothing
-    changes a BrokerData's addresses); forgotten all at once past MAX distinct values."""
-
-    MAX = 100_000
-
-    def __init__(self) -> None:
-        self._queues: dict[tuple[str, str], QueueData] = {}
-        self._brokers: dict[tuple[Any, ...], BrokerData] = {}
-
-    def queue_data(self, name: str, enc: str) -> QueueData:
-        key = (name, enc)
-        qd = self._queues.get(key)
-        if qd is None:
-            if len(self._queues) >= self.MAX:
-                self._queues.clear()
-            qd = self._queues[key] = QueueData.decode(name, enc)
-        return qd
-
-    def broker_data(self, name: str, cluster: str, eam: str, zone: str, addr_flat: list[str]) -> BrokerData:
-        key = (name, cluster, eam, zone, *addr_flat)
-        bd = self._brokers.get(key)
-        if bd is None:
-            if len(self._brokers) >= self.MAX:
-                self._brokers.clear()
-            bd = self._brokers[key] = _broker_data(name, cluster, eam, zone, addr_flat)
-        return bd
-
-
-class RouteStore(ChangeEvents):
+class RouteStore(KvTables, RegistryStats, ChangeEvents):
     """RocketMQ's RouteInfoManager + KVConfigManager over one Redis, under one key prefix."""
 
     def __init__(self, redis: aioredis.Redis | RedisCluster, prefix: str = "nsrv",
                  bulk_redis: aioredis.Redis | RedisCluster | None = None,
                  default_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS, *, limits: StoreLimits | None = None,
                  sentinel: Sentinel | None = None, master_name: str = "") -> None:
-        self.redis = redis
-        self.bulk_redis = bulk_redis or redis  # long scripts (100 000-topic brokers): a longer command timeout
-        self.keys = Keys(prefix)
+        super().__init__(redis, prefix, bulk_redis, limits=limits, sentinel=sentinel, master_name=master_name)
         self.default_timeout_ms = default_timeout_ms
-        self.limits = limits or StoreLimits()
-        self.gate = Gate(self.limits.bulk_turns)  # registrations, removals, expiry: a few at a time (admission.py)
-        # Cluster: every key of the registry hashes to one slot; pub/sub may use any node (PUBLISH is broadcast).
-        self.cluster = isinstance(redis, RedisCluster)
-        # Sentinel: watched for +switch-master, which drops connections still open to the old master (S3).
-        self.sentinel = sentinel
-        self.master_name = master_name
         self._sub_cursor = random.randrange(1 << 16)
         self._shared = SharedParts()  # route reads' broker and queue data, one object per value
         self.reads = RouteReads(self._get_routes, self._shared)
         self._steps_of: StoreLimits | None = None
         self._steps = Steps()
-        self._scripts: dict[str, LuaScript] = load_all()
-        self._lean: dict[int, LeanScripts | None] = {}  # id(client) -> its script calls' way (None: redis-py's)
-        self._shas: dict[str, str] = {}
-        k = self.keys
-        # KEYS of the scripts that touch only registry-wide keys, by role (see each script's header).
-        self._global = {"topics": k.topics, "brokers": k.brokers, "clusters": k.clusters, "live": k.live,
-                        "deadlines": k.deadlines, "filters": k.filter_servers, "ver": k.version,
-                        "kvns": k.kv_namespaces, "config": k.runtime_config, "sweeps": k.sweeps}
-        self._fixed = {name: [self._global[r] for r in s.key_roles] for name, s in self._scripts.items()
-                       if all(r in self._global for r in s.key_roles)}
-
-    # ------------------------------------------------------------------ plumbing
-
-    async def load_scripts(self) -> None:
-        """SCRIPT LOAD every script (readiness); calls also reload by themselves after a Redis restart."""
-        try:
-            if self.cluster and self.bulk_redis is not self.redis:
-                # Both clients learn every node now, while the seed node answers: a client that first connects
-                # after the seed died has no other node to ask and never recovers ("cannot be connected").
-                await self.bulk_redis.initialize()
-            for name, script in self._scripts.items():
-                self._shas[name] = await self.redis.script_load(script.source)
-        except REDIS_ERRORS as exc:
-            raise translate(exc) from exc
-        OUTAGE.answered()
-
-    @bounded()
-    async def load_scripts_if_missing(self) -> None:
-        """Readiness: one SCRIPT EXISTS round trip; reload everything if Redis lost the scripts (restart, or a
-        promoted replica: SCRIPT LOAD is not replicated). In Cluster mode SCRIPT EXISTS goes to the node that owns
-        the registry's slot *now*: a keyed read first (it follows MOVED and refreshes the client's slot map after
-        a failover), because asking the primaries the client merely believes in answers "loaded" wrongly (C2)."""
-        if len(self._shas) < len(self._scripts):
-            return await self.load_scripts()
-        shas = list(self._shas.values())
-        if self.cluster:
-            await self.redis.exists(self.keys.version)
-            owner = self.redis.get_node_from_key(self.keys.version)
-            found = await self.redis.execute_command("SCRIPT EXISTS", *shas, target_nodes=owner)
-        else:
-            found = await self.redis.script_exists(*shas)
-        if not all(found):
-            await self.load_scripts()
-
-    def _keys(self, name: str, **entity: str) -> list[str]:
-        """KEYS for a script that also touches per-entity keys, in its header's order."""
-        k, out = self.keys, []
-        for role in self._scripts[name].key_roles:
-            if role in self._global:
-                out.append(self._global[role])
-            elif role == "topic":
-                out.append(k.topic(entity["topic"]))
-            elif role == "brokerTopics":
-                out.append(k.broker_topics(entity["broker"]))
-            elif role == "brokerAddrs":
-                out.append(k.broker_addrs(entity["broker"]))
-            elif role == "kv":
-                out.append(k.kv(entity["namespace"]))
-            else:
-                raise KeyError(f"{name}: no key builder for role {role!r}")
-        return out
-
-    async def _run(self, name: str, keys: Sequence[str], *args: Any, client: Any = None,
-                   deadline: float | None = None, wait: bool = False) -> Any:
-        """EVALSHA straight through execute_command (redis-py's Script wrapper costs ~10% of a heartbeat);
-        NOSCRIPT after a Redis restart, a failover or SCRIPT FLUSH loads the script and retries once. A call on
-        the bulk client waits for a turn of the worker's bulk work first, unless its task holds one.
-
-        `deadline` (seconds, default the limits' deadline) bounds the whole call, retries included, from its turn:
-        a hung Redis answers StoreUnavailable then, not after the socket timeouts' arithmetic. `wait`: with
-        wait_replicas set, the write is acknowledged only once that many replicas confirm it (WAIT on the writing
-        connection)."""
-        if client is not None and client is self.bulk_redis:  # bulk work takes turns (admission.py)
-            async with self.gate.turn():
-                return await self._call(name, keys, args, client, deadline, wait, patient=True)
-        return await self._call(name, keys, args, client or self.redis, deadline, wait)
-
-    async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any], redis: Any, deadline: float | None,
-                    wait: bool, patient: bool = False) -> Any:
-        """One script call under its deadline, which starts here (after any turn was waited for); what it tells of
-        Redis's health goes to the gate. `patient` (bulk work): past the deadline it waits on while a PING finds
-        Redis there (_patiently)."""
-        replicas = self.limits.wait_replicas if wait else 0
-        budget = (deadline or self.limits.deadline_s) + (self.limits.wait_timeout_ms / 1000 if replicas else 0)
-        try:
-            call = call_loaded(redis, self._shas, self._scripts[name],
-                               lambda sha: self._evalsha(redis, sha, keys, args, replicas))
-            if patient:
-                result = await self._patiently(call, budget)
-            else:
-                async with asyncio.timeout(budget):
-                    result = await call
-        except REDIS_ERRORS as exc:
-            err = translate(exc)
-            report(self.gate, exc, err, self.ping)
-            raise err from exc
-        OUTAGE.answered()
-        self.gate.available()
-        return result
-
-    async def _patiently(self, call: Awaitable[Any], budget: float) -> Any:
-        """A bulk call's reply. Past its deadline it waits on, up to the bulk deadline's ceiling, if a PING finds
-        Redis there (admission.Gate.alive): a Redis slow to answer — busy, or starved of CPU on a loaded host —
-        delays a storm's registrations instead of refusing them; a hung or unreachable one still fails them, within
-        the deadline and a PING's. Raises TimeoutError (a deadline, as the project's errors say it) otherwise."""
-        task = asyncio.ensure_future(call)
-        try:
-            done, _ = await asyncio.wait({task}, timeout=budget)
-            if not done and await self.gate.alive("the route store (Redis) did not answer in time", self.ping):
-                done, _ = await asyncio.wait({task}, timeout=max(0.0, self.limits.bulk_deadline_s - budget))
-        except BaseException:
-            task.cancel()
-            raise
-        if not done:
-            task.cancel()
-            raise TimeoutError
-        return task.result()
-
-    async def _evalsha(self, redis: Any, sha: str, keys: Sequence[str], args: Sequence[Any], replicas: int) -> Any:
-        if not replicas:
-            key = id(redis)
-            if key not in self._lean:
-                self._lean[key] = LeanScripts(redis) if leanable(redis) else None
-            lean = self._lean[key]
-            if lean is not None:
-                return await lean.call(sha, keys, args)
-            return await redis.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-        # WAIT counts the replicas that acknowledged *this connection's* last write (C6, S4): it must follow the
-        # script on the same connection, so both go in one pipeline (Cluster: to the slot's owner; a redirected
-        # script is not retried inside the pipeline, where WAIT would then vouch for another connection).
-        timeout_ms = self.limits.wait_timeout_ms
-        for attempt in (1, 2):
-            if self.cluster:
-                await redis.initialize()  # a client whose first call this is has no slot map yet
-                pipe = redis.pipeline()
-                pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-                pipe.execute_command("WAIT", replicas, timeout_ms, target_nodes=redis.get_node_from_key(keys[0]))
-                res, acked = await pipe.execute(raise_on_error=False, allow_redirections=False)
-            else:
-                async with redis.pipeline(transaction=False) as pipe:
-                    pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-                    pipe.execute_command("WAIT", replicas, timeout_ms)
-                    res, acked = await pipe.execute(raise_on_error=False)
-            if isinstance(res, MovedError) and attempt == 1:
-                await redis.exists(keys[0])  # not executed there; a keyed read refreshes the slot map, then again
-                continue
-            if isinstance(res, Exception):
-                raise res
-            if isinstance(acked, Exception) or int(acked) < replicas:
-                raise ReplicationUnconfirmed(_unconfirmed(acked, replicas, timeout_ms))
-            return res
-        raise AssertionError("unreachable")
-
-    @bounded()
-    async def ping(self) -> bool:
-        if self.cluster:  # the registry's node, not every node
-            await self.redis.exists(self.keys.version)
-            return True
-        return bool(await self.redis.ping())
-
-    async def close(self) -> None:
-        for lean in self._lean.values():
-            if lean is not None:
-                await lean.close()
-        await self.redis.aclose()
-        if self.bulk_redis is not self.redis:
-            await self.bulk_redis.aclose()
-        if self.sentinel is not None:
-            for s in self.sentinel.sentinels:
-                await s.aclose()
-
-    def turn(self) -> AbstractAsyncContextManager[None]:
-        """A turn of this worker's bulk Redis work (admission.py), for a caller whose work between store calls
-        (decoding a registration) belongs to it: the store calls it makes meanwhile take no other."""
-        return self.gate.turn()
 
     # ------------------------------------------------------------------ brokers
 
@@ -683,130 +443,6 @@ class RouteStore(ChangeEvents):
     @bounded()
     async def broker_exists(self, broker_name: str) -> bool:
         return bool(await self.redis.sismember(self.keys.brokers, broker_name))
-
-    # ------------------------------------------------------------------ KV config
-
-    async def kv_put(self, namespace: str, key: str, value: str) -> None:
-        await self._run("kvPut", self._keys("kvPut", namespace=namespace), namespace, key, value, wait=True)
-
-    async def kv_get(self, namespace: str, key: str) -> str:
-        res = await self._run("kvGet", self._keys("kvGet", namespace=namespace), namespace, key)
-        if not int(res[0]):
-            raise QueryNotFound(f"No config item, Namespace: {namespace} Key: {key}")
-        return res[1]
-
-    async def kv_delete(self, namespace: str, key: str) -> bool:
-        (n,) = await self._run("kvDelete", self._keys("kvDelete", namespace=namespace), namespace, key, wait=True)
-        return bool(int(n))
-
-    async def kv_list(self, namespace: str) -> dict[str, str]:
-        res = await self._run("kvList", self._keys("kvList", namespace=namespace), namespace)
-        if not int(res[0]):
-            raise QueryNotFound(f"No config item, Namespace: {namespace}")
-        return dict(_pairs(res[1]))
-
-    async def kv_import(self, table: Mapping[str, Mapping[str, str]], *, replace: bool,
-                        dry_run: bool) -> dict[str, tuple[bool, dict[str, str]]]:
-        """Write every namespace of `table` in one script (kvImport-2), or with `dry_run` only read them: each
-        namespace's state before, {namespace: (existed, {key: value})}, from the same script as the write. The
-        script holds Redis for its whole run: ~2 ms at 1 000 keys, ~12 ms at 10 000, ~170 ms at 100 000 (measured
-        on a busy 2-core machine; docs/migrating.md)."""
-        args: list[str] = ["dry" if dry_run else "apply", _flag(replace), str(len(table))]
-        entries = 0
-        for ns, kv in table.items():
-            if dry_run:  # the state before is all a dry run needs: the entries stay here
-                args += [ns, "0"]
-                continue
-            args += [ns, str(len(kv))]
-            for k, v in kv.items():
-                args += [k, v]
-            entries += len(kv)
-        res = await self._run("kvImport", self._fixed["kvImport"], *args, client=self.bulk_redis,
-                              deadline=self.limits.bulk(entries), wait=not dry_run)
-        return {ns: (bool(int(existed)), dict(_pairs(before)))
-                for ns, (existed, before) in zip(table, res, strict=True)}
-
-    async def kv_export(self, namespaces: Sequence[str] = ()) -> dict[str, dict[str, str]]:
-        """The whole KV config at one instant (kvExport-1), emptied namespaces included; or only `namespaces`
-        (those that exist). Sorted by namespace."""
-        res = await self._run("kvExport", self._fixed["kvExport"], *namespaces, client=self.bulk_redis,
-                              deadline=self.limits.bulk_deadline_s)
-        return dict(sorted((ns, dict(_pairs(kv))) for ns, kv in _pairs(res)))
-
-    @bounded()
-    async def kv_namespaces(self) -> list[str]:
-        """The KV namespaces holding at least one key, sorted: SMEMBERS, then EXISTS of each in one pipeline.
-        An emptied namespace stays readable by name (an empty table, as Java's) but is not listed."""
-        names = sorted(await self.redis.smembers(self.keys.kv_namespaces))
-        if not names:
-            return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.exists(self.keys.kv(name))
-            found = await pipe.execute()
-        return [name for name, n in zip(names, found, strict=True) if n]
-
-    # ------------------------------------------------------------------ runtime config, version, events, stats
-
-    @bounded()
-    async def get_runtime_config(self) -> dict[str, str]:
-        return await self.redis.hgetall(self.keys.runtime_config)
-
-    async def put_runtime_config(self, values: Mapping[str, str]) -> int:
-        args: list[str] = []
-        for k, v in values.items():
-            args += [k, v]
-        (ver,) = await self._run("configPut", self._fixed["configPut"], *args, wait=True)
-        return int(ver)
-
-    @bounded()
-    async def version(self) -> int:
-        return int(await self.redis.get(self.keys.version) or 0)
-
-    @bounded()
-    async def stats(self) -> dict[str, int]:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zcard(self.keys.live)
-            pipe.scard(self.keys.topics)
-            pipe.scard(self.keys.brokers)
-            pipe.scard(self.keys.clusters)
-            live, topics, brokers, clusters = await pipe.execute()
-        return {"liveBrokers": live, "topics": topics, "brokerNames": brokers, "clusters": clusters}
-
-    @bounded(bulk=True)
-    async def capacity_stats(self) -> dict[str, Any]:
-        """What `namesrv admin capacity` weighs against the sizing model: the registry's counts, its (topic, broker)
-        entries (the brokers' topic sets, counted in one pipeline: one SCARD a broker name, none of them long) and
-        Redis's own INFO memory, cpu and server figures (in Cluster mode, of the registry's node)."""
-        counts = await self.stats()
-        names = await self.redis.smembers(self.keys.brokers)
-        entries = 0
-        if names:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for name in names:
-                    pipe.scard(self.keys.broker_topics(name))
-                entries = sum(int(n) for n in await pipe.execute())
-        node = {"target_nodes": self.redis.get_node_from_key(self.keys.version)} if self.cluster else {}
-        info: dict[str, Any] = {}
-        for section in ("memory", "cpu", "server"):
-            try:
-                info.update(await self.redis.info(section, **node))
-            except ResponseError:  # the embedded mode's fakeredis has no INFO
-                break
-        keep = ("used_memory", "used_memory_rss", "used_memory_peak", "maxmemory", "used_cpu_sys", "used_cpu_user",
-                "uptime_in_seconds", "redis_version")
-        return {**counts, "entries": entries, "redis": {k: info[k] for k in keep if k in info}}
-
-    @bounded()
-    async def redis_time_ms(self) -> int:
-        """The one clock (DESIGN §2): Redis TIME in ms; in Cluster mode the clock of the registry's node, the one
-        its scripts read."""
-        if self.cluster:
-            sec, usec = await self.redis.execute_command(
-                "TIME", target_nodes=self.redis.get_node_from_key(self.keys.version))
-        else:
-            sec, usec = await self.redis.time()
-        return int(sec) * 1000 + int(usec) // 1000
 
     # ------------------------------------------------------------------ snapshots (see snapshots.py)
 

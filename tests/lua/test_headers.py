@@ -20,6 +20,7 @@ import pytest
 from service.models import RegisterBroker, TopicConfig
 from service.store import RouteStore
 from service.store import chunked as chunked_module
+from service.store import kv_tables as kv_tables_module
 from service.store import members as members_module
 from service.store import routes as store_module
 from service.store import sweeps as sweeps_module
@@ -84,7 +85,8 @@ def test_header_documents_every_argv():
 
 
 def test_every_script_is_used_by_the_store_and_vice_versa():
-    sources = "".join(inspect.getsource(m) for m in (store_module, chunked_module, sweeps_module, members_module))
+    sources = "".join(inspect.getsource(m) for m in (store_module, kv_tables_module, chunked_module, sweeps_module,
+                                                         members_module))
     called = set(re.findall(r'_(?:run|call)\(\s*"(\w+)"', sources))
     assert called == set(load_all()), (called ^ set(load_all()))
 

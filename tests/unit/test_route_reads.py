@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from service.store.route_reads import RouteReads, acting_master
-from service.store.routes import SharedParts
+from service.store.shared_parts import SharedParts
 
 
 class Fetch:
