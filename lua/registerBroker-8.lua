@@ -26,7 +26,7 @@
     19 topics the guard checks: "name\n" repeated (the payload's non-system topics); in unchanged mode "*" = the
        payload's topics would be checked, "" = none
     20 digest of the registration as received ("" = none): SHA-256 of the door's header fields, the default
-       timeout and the raw body (service/core/nameserver.py says why that is safe). Recorded with the
+       timeout and the raw body (service/core/bodies.py says why that is safe). Recorded with the
        registration so that the same bytes again can take the unchanged path
     21 mode: "1" = unchanged: ARGV 1-10, 14 and 15 are not sent; the registration recorded under the digest of
        ARGV 20 is replayed without its topics, if nothing that could change their outcome happened since;

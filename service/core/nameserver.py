@@ -4,17 +4,15 @@ parses its wire, calls these methods with a Principal and typed values, and enco
 Every rule that is not about a wire lives here: validation (through service.models), role and cluster
 decisions, wait-for-service, the topic-list switches, the rules for changing config at run time, heartbeat
 coalescing and the route cache. Failures are service.errors classes; nothing here imports a web framework or
-a wire format.
+a wire format. The operations are split by concern, as Apache's NameServer splits its processors: the brokers'
+here, routes and topics in route_ops.py, the KV and NameServer config in config_ops.py, reports in reports.py;
+raw bodies are digested and decoded by bodies.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import multiprocessing
-import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -22,171 +20,47 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
-from service.config import (
-    ANY_CLUSTER,
-    BY_NAME,
-    CONFIG_BLACKLIST,
-    RUNTIME_NAMES,
-    ConfigError,
-    Settings,
-    canonical_name,
-    parse_value,
-)
-from service.core import capacity as sizing
-from service.core import capacity_model
+from service.config import ANY_CLUSTER, BY_NAME, ConfigError, Settings, parse_value
 from service.core.access import Access, Principal, Role
+from service.core.bodies import (
+    OFFLOAD_BYTES,
+    RegistrationMemo,
+    _sha256,
+    digest_key,
+    parse_registration,
+    parser_pool,
+    prepare_registration,
+)
 from service.core.coalesce import Coalescer
+from service.core.config_ops import ConfigOps
 from service.core.deltas import RegistrationBases
 from service.core.liveness import LivenessBatch
-from service.core.route_cache import RouteCache, RouteEntry
+from service.core.reports import ReportOps
+from service.core.route_cache import RouteCache
+from service.core.route_ops import RouteOps
 from service.core.unchanged import Answer, UnchangedAnswers
-from service.errors import ConfigBlacklisted, Disabled, InvalidArgument, NotReady, ReportNotFound
 from service.metrics import Metrics
 from service.models import (
     UNREGISTER_RESULTS,
     BrokerIdentity,
-    BrokerMemberGroup,
-    ClusterInfo,
     DataVersion,
     HeartbeatResult,
-    KvImportResult,
-    KvTable,
     LiveBroker,
-    ReadAt,
     RegisterBroker,
     RegisterBrokerResult,
     TopicDelta,
-    TopicList,
-    TopicRouteData,
     address,
-    boolean,
     entity_name,
     is_system_topic,
-    kv_config,
-    kv_name,
-    kv_value,
-    obj,
-    parse_queue_datas,
-    topic_name,
 )
 from service.store import RouteStore, SnapshotStore
-from service.store.keys import ORDER_TOPIC_CONFIG
-from service.store.members import MemberStore
 from service.store.outage import cause_unplaced
 
 log = logging.getLogger(__name__)
 EXPIRE_CALLS = 1000  # bounded expiry script calls per scan (each at most expire_batch brokers)
-OFFLOAD_BYTES = 256 * 1024  # registration bodies from this size on (about 2 000 topics) are parsed in a process
-TOPIC_LIST_KINDS = ("all", "cluster", "system", "unit", "unitsub", "unitsub-ununit")
 
 
-def registration_digest(door_key: bytes, default_timeout_ms: int, raw: bytes) -> str:
-    """What decides that a registration is unchanged without decoding it: SHA-256 of the door's key (its header
-    fields and how it decodes), the default heartbeat timeout, and the raw body as received.
-
-    Why this and not the data version or the broker's bodyCrc32: SHA-256 is collision-resistant, so equal digests
-    mean byte-identical input, hence the same identity, data version, topic table and filter servers whatever
-    the door makes of the bytes (a zipped body sent with `compressed=false`, as stock 5.x brokers do, is the
-    same bytes each time: Deflater is deterministic). Different bytes of the same table only cost a full
-    registration. The data version is the broker's claim, not the table: HTTP clients and old brokers may keep
-    it while the table changes, and a broker may restart with another table at the same version. CRC32 (32
-    bits, linear) is made to catch transmission errors, not to tell tables apart: about one changed
-    registration in four billion would be taken for unchanged and its routes would stay stale. Hashing costs
-    the worker ~0.5 ms per MB (sha256 with SHA extensions), far less than decoding."""
-    return _sha256(digest_key(door_key, default_timeout_ms), raw)
-
-
-def digest_key(door_key: bytes, default_timeout_ms: int) -> bytes:
-    return door_key + b"\0%d\0" % default_timeout_ms
-
-
-class RegistrationMemo:
-    """The last registration body seen on one connection, its digest and the bodyCrc32 it was checked against.
-
-    A stock broker re-sends the same bytes on the same connection every 30 s: comparing them with the last ones
-    (memcmp, ~15 µs for the 250 kB of a compressed 100 000-topic body) costs a fraction of hashing them again
-    (~125 µs) or of their CRC32 (~40 µs). Equal bytes have equal digests and CRCs, so nothing is assumed. Bodies
-    over MAX_BYTES are not kept (a plain 100 000-topic body is ~17 MB per connection)."""
-
-    MAX_BYTES = 1024 * 1024
-    __slots__ = ("key", "body", "digest", "crc")
-
-    def __init__(self) -> None:
-        self.key: bytes | None = None
-        self.body: bytes | None = None
-        self.digest = ""
-        self.crc = 0  # a bodyCrc32 that `body` was verified against (0 = none)
-
-    def crc_known(self, body: bytes, crc: int) -> bool:
-        """`body` is the kept body and was verified against this very bodyCrc32."""
-        return self.body is not None and self.crc == crc and self.body == body
-
-    def holds(self, key: bytes, body: bytes) -> bool:
-        """The same header and bytes as the last registration kept: `digest` is theirs."""
-        return self.body is not None and self.key == key and self.body == body
-
-    def other_than_last(self, key: bytes, body: bytes) -> bool:
-        """This connection's last registration was kept, came with the same header (the same broker) and had other
-        bytes: a changed registration, which the unchanged path would only refuse (a Redis round trip for
-        nothing). Another broker's registration in between (one connection carrying several) says nothing."""
-        return self.body is not None and self.key == key and self.body != body
-
-    def digest_of(self, key: bytes, body: bytes) -> str:
-        if self.holds(key, body):
-            return self.digest
-        digest = _sha256(key, body)
-        if len(body) <= self.MAX_BYTES:
-            self.key, self.body, self.digest, self.crc = key, bytes(body), digest, 0
-        return digest
-
-
-def _sha256(key: bytes, body: bytes) -> str:
-    h = hashlib.sha256(key)
-    h.update(body)
-    return h.hexdigest()
-
-
-def parse_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes) -> RegisterBroker:
-    """A door's decode, then RegisterBroker's validation (a door may hand back a RegisterBroker already)."""
-    decoded = decode(raw)
-    return decoded if isinstance(decoded, RegisterBroker) else RegisterBroker.parse(decoded)
-
-
-def prepare_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes
-                         ) -> RegisterBroker:
-    """Decode and validate a registration body, topics compacted: what a parser process sends back."""
-    return parse_registration(decode, raw).compact()
-
-
-def parser_pool() -> ProcessPoolExecutor:
-    """The worker's parser process for large bodies (spawned, so it holds none of the worker's state), which ends
-    with the worker however the worker ends."""
-    return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_end_with_parent,
-                               initargs=(os.getpid(),))
-
-
-def _end_with_parent(parent: int) -> None:
-    """In the parser process: exit once the worker that started it is gone. A worker SIGKILLed (the OOM killer, a
-    fault test) left it waiting for good on a pipe whose other end it holds itself, with multiprocessing's
-    resource tracker beside it."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="end-with-worker", daemon=True).start()
-
-
-def parse_kv_import(decode: Callable[[bytes], Any], raw: bytes) -> tuple[dict[str, dict[str, str]], bool, bool]:
-    """A KV import body, {configTable, replace?, dryRun?}, decoded and checked entry by entry (kv_config): the
-    table, replace, dry run. Large ones are parsed in a parser process, as large registrations are."""
-    body = obj(decode(raw), "body")
-    return (kv_config(body.get("configTable")), bool(boolean(body.get("replace"), "replace")),
-            bool(boolean(body.get("dryRun"), "dryRun")))
-
-
-class NameServer:
+class NameServer(RouteOps, ConfigOps, ReportOps):
     """One worker's view of the shared registry: the store, the switches in force, the route cache."""
 
     def __init__(self, store: RouteStore, settings: Settings, metrics: Metrics | None = None, *,
@@ -426,11 +300,6 @@ class NameServer:
         the change's event comes back (service/core/unchanged.py; docs/deviations.md)."""
         self.unchanged.invalidate(None if broker_names is None else list(broker_names))
 
-    def _changed_kv(self, namespaces: Iterable[str]) -> None:
-        """A KV write: the order-topic table is in every answer to a registration."""
-        if ORDER_TOPIC_CONFIG in namespaces:
-            self._changed(None)
-
     async def _parse_registration(self, decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes,
                                   cost: int | None = None) -> RegisterBroker:
         if (len(raw) if cost is None else cost) < OFFLOAD_BYTES:
@@ -513,258 +382,7 @@ class NameServer:
         if cluster is not None:
             brokers = [b for b in brokers if b.cluster == cluster]
         return now, sorted(brokers, key=lambda b: (b.cluster, b.broker_name, b.broker_id, b.broker_addr))
-
-    # ------------------------------------------------------------------ routes
-
-    def cached_route(self, who: Principal, topic: str) -> RouteEntry | None:
-        """The hot path, synchronous: the cached entry, or None (then call `route`)."""
-        if self._not_ready_until and self._clock() < self._not_ready_until:
-            raise NotReady("name server not ready")
-        if self.access.reads_protected:
-            self.access.require(who, Role.READ)
-        return self.routes.lookup(topic)
-
-    async def route(self, who: Principal, topic: str) -> RouteEntry:
-        """The topic's route entry (`route` None: no such topic), through the cache."""
-        entry = self.cached_route(who, topic)
-        if entry is not None:
-            return entry
-        topic_name(topic)
-        return await self.routes.fill(topic, lambda: self._read_route(topic))
-
-    @staticmethod
-    def zone_filter(zone_mode: str | bool | None, zone_name: str | None) -> str | None:
-        """ZoneRouteRPCHook's condition: zone mode on and a non-blank zone name; the zone to filter by."""
-        on = zone_mode is True or (isinstance(zone_mode, str) and zone_mode.lower() == "true")
-        if not on or zone_name is None or not zone_name.strip():
-            return None
-        return zone_name.strip()
-
-    def encoded_route(self, topic: str, entry: RouteEntry, door: str,
-                      encode: Callable[[TopicRouteData], bytes], zone: str | None = None) -> bytes:
-        """The route as `door` encodes it, optionally filtered to a zone; cached with the entry."""
-        if zone is None:
-            return self.routes.encoding(topic, entry, door, encode)
-        return self.routes.encoding(topic, entry, (door, zone.lower()), lambda r: encode(r.in_zone(zone)))
-
-    async def _read_route(self, topic: str) -> ReadAt:
-        s = self.settings
-        return await self.store.get_route_at(topic, support_acting_master=s.support_acting_master,
-                                             order_message_enable=s.order_message_enable)
-
-    async def cluster_info(self, who: Principal) -> ClusterInfo:
-        self.access.require(who, Role.READ)
-        return await self.store.cluster_info()
-
-    async def topic_list(self, who: Principal, kind: str = "all", cluster: str | None = None) -> TopicList:
-        """RocketMQ 206 (all), 224 (cluster), 304 (system), 311-313 (unit kinds), with their switches."""
-        self.access.require(who, Role.READ)
-        if kind == "all":
-            if not self.settings.enable_all_topic_list:
-                raise Disabled("disable: the all-topic list is switched off (enableAllTopicList=false)")
-            return TopicList(await self.store.topic_list("all"))
-        if kind == "system":
-            names, addr = await self.store.system_topic_list()
-            return TopicList(names, addr)
-        if kind not in TOPIC_LIST_KINDS:
-            raise InvalidArgument(f"unknown topic list {kind!r}")
-        if not self.settings.enable_topic_list:
-            raise Disabled("disable: topic lists are switched off (enableTopicList=false)")
-        if kind == "cluster":
-            return TopicList(await self.store.cluster_topics(entity_name(cluster, "cluster")))
-        return TopicList(await self.store.topic_list(kind))
-
-    async def member_group(self, who: Principal, cluster: str, broker_name: str) -> BrokerMemberGroup:
-        """GET_BROKER_MEMBER_GROUP: the requested cluster is echoed, not checked (as Java)."""
-        self.access.require(who, Role.READ)
-        cluster, broker_name = entity_name(cluster, "cluster"), entity_name(broker_name, "brokerName")
-        return BrokerMemberGroup(cluster, broker_name, await self.store.member_group(broker_name))
-
-    # ------------------------------------------------------------------ admin
-
-    async def delete_topic(self, who: Principal, topic: str, cluster: str | None = None) -> int:
-        self.access.require(who, Role.ADMIN)
-        topic_name(topic)
-        if cluster is not None:
-            entity_name(cluster, "cluster")
-        try:  # a broker's next registration brings the topic back: not answered from memory
-            return await self.store.delete_topic(topic, cluster)
-        finally:
-            self._changed(None)  # which brokers served it, the store knows
-
-    async def register_topic(self, who: Principal, topic: str, body: Mapping[str, Any]) -> int:
-        """REGISTER_TOPIC_IN_NAMESRV: `body` holds `queueDatas`; all or nothing (an unknown broker: nothing)."""
-        self.access.require(who, Role.ADMIN)
-        topic_name(topic)
-        queue_datas = parse_queue_datas(body)
-        try:
-            return await self.store.register_topic(topic, queue_datas)
-        finally:
-            self._changed([q.broker_name for q in queue_datas])
-
-    async def wipe_write_perm(self, who: Principal, broker_name: str) -> int:
-        self.access.require(who, Role.ADMIN)
-        name = entity_name(broker_name, "brokerName")
-        try:
-            return await self.store.wipe_write_perm(name)
-        finally:
-            self._changed([name])
-
-    async def add_write_perm(self, who: Principal, broker_name: str) -> int:
-        self.access.require(who, Role.ADMIN)
-        name = entity_name(broker_name, "brokerName")
-        try:
-            return await self.store.add_write_perm(name)
-        finally:
-            self._changed([name])
-
-    # ------------------------------------------------------------------ KV config
-
-    async def kv_put(self, who: Principal, namespace: str, key: str, value: str) -> None:
-        self.access.require(who, Role.ADMIN)
-        ns, k, v = kv_name(namespace, "namespace"), kv_name(key, "key"), kv_value(value)
-        try:
-            await self.store.kv_put(ns, k, v)
-        finally:
-            self._changed_kv([ns])
-
-    async def kv_get(self, who: Principal, namespace: str, key: str) -> str:
-        self.access.require(who, Role.READ)
-        return await self.store.kv_get(kv_name(namespace, "namespace"), kv_name(key, "key"))
-
-    async def kv_delete(self, who: Principal, namespace: str, key: str) -> bool:
-        self.access.require(who, Role.ADMIN)
-        ns, k = kv_name(namespace, "namespace"), kv_name(key, "key")
-        try:
-            return await self.store.kv_delete(ns, k)
-        finally:
-            self._changed_kv([ns])
-
-    async def kv_list(self, who: Principal, namespace: str) -> KvTable:
-        self.access.require(who, Role.READ)
-        return KvTable(await self.store.kv_list(kv_name(namespace, "namespace")))
-
-    async def kv_import(self, who: Principal, raw: bytes, decode: Callable[[bytes], Any]) -> KvImportResult:
-        """A whole KV config written in one step (every namespace, or nothing: one entry that breaks a rule refuses
-        the import, naming each such entry), or only compared with what is stored (`dryRun`, read role). The
-        answer comes from the same script as the write: what the import changed, not what a read before it saw."""
-        self.access.require(who, Role.READ)
-        if len(raw) < OFFLOAD_BYTES:
-            table, replace, dry_run = parse_kv_import(decode, raw)
-        else:
-            if self._parsers is None:
-                self._parsers = parser_pool()
-            table, replace, dry_run = await asyncio.get_running_loop().run_in_executor(
-                self._parsers, parse_kv_import, decode, raw)
-        if not dry_run:
-            self.access.require(who, Role.ADMIN)
-        try:
-            before = await self.store.kv_import(table, replace=replace, dry_run=dry_run)
-        finally:
-            if not dry_run:
-                self._changed_kv(table)
-        return KvImportResult.of(table, before, dry_run=dry_run, replace=replace)
-
-    async def kv_export(self, who: Principal, namespaces: list[str]) -> dict[str, dict[str, str]]:
-        """The whole KV config at one instant, as Java's kvConfig.json holds it (emptied namespaces too), or only
-        the namespaces named (those that exist)."""
-        self.access.require(who, Role.READ)
-        return await self.store.kv_export([kv_name(n, "namespace") for n in namespaces])
-
-    async def kv_namespaces(self, who: Principal) -> list[str]:
-        """The KV namespaces, sorted (no RocketMQ code: Java has no way to list them)."""
-        self.access.require(who, Role.READ)
-        return await self.store.kv_namespaces()
-
-    # ------------------------------------------------------------------ NameServer config
-
-    def config_view(self, who: Principal) -> dict[str, Any]:
-        """Every setting in force (secrets and URL passwords masked), sorted by name."""
-        self.access.require(who, Role.ADMIN)
-        return dict(sorted(self.settings.masked().items()))
-
-    async def update_config(self, who: Principal, changes: Mapping[str, Any]) -> dict[str, str]:
-        """Change runtime switches for every worker (kept in Redis). Blacklisted keys (paths, secrets; cf.
-        CVE-2023-37582) are refused as a whole; start-up settings and unknown names are refused too."""
-        self.access.require(who, Role.ADMIN)
-        if not changes:
-            raise InvalidArgument("at least one setting")
-        parsed: dict[str, str] = {}
-        for key, raw in changes.items():
-            flat = key.replace("_", "").replace("-", "").lower()
-            if flat.removeprefix("namesrv") in CONFIG_BLACKLIST or flat in CONFIG_BLACKLIST:
-                raise ConfigBlacklisted(f"Can not update config in black list: {key}")
-            name = canonical_name(key)
-            if name is None:
-                raise InvalidArgument(f"unknown setting {key!r}", field=key)
-            setting = BY_NAME[name]
-            if setting.secret or "path" in name:
-                raise ConfigBlacklisted(f"Can not update config in black list: {key}")
-            if not setting.runtime:
-                raise InvalidArgument(f"{key!r} is a start-up setting; change it in the deployment", field=key)
-            if isinstance(raw, dict | list) or raw is None:
-                raise InvalidArgument(f"{key}: a scalar value", field=key)
-            try:
-                value = parse_value(setting, raw)
-            except ConfigError as exc:
-                raise InvalidArgument(str(exc), field=key) from None
-            parsed[name] = str(value).lower() if isinstance(value, bool) else str(value)
-        await self.store.put_runtime_config(parsed)
-        await self.reload_shared_config()
-        self.routes.flush()
-        return parsed
-
-    @property
-    def runtime_names(self) -> tuple[str, ...]:
-        return RUNTIME_NAMES
-
-    # ------------------------------------------------------------------ reports, maintenance
-
-    async def skew_summary(self, who: Principal) -> str:
-        """The latest skew summary JSON, as the Spark job stored it."""
-        self.access.require(who, Role.READ)
-        raw = await self.snapshots.skew_summary()
-        if raw is None:
-            raise ReportNotFound("no skew report yet: run `namesrv skew-report` (see docs/skew-report.md)")
-        return raw
-
-    SKEW_HISTORY_MAX = 1000
-
-    async def skew_history(self, who: Principal, limit: int | str | None = None) -> list[dict[str, Any]]:
-        """The kept skew runs, newest first, without their broker and topic lists: when each ran, on which
-        snapshot, its totals and its clusters' metrics."""
-        self.access.require(who, Role.READ)
-        n = self.SKEW_HISTORY_MAX
-        if limit is not None:
-            try:
-                n = int(limit)
-            except (TypeError, ValueError):
-                raise InvalidArgument("limit: an integer", field="limit") from None
-            if not 1 <= n <= self.SKEW_HISTORY_MAX:
-                raise InvalidArgument(f"limit: 1..{self.SKEW_HISTORY_MAX}", field="limit")
-        runs = await self.snapshots.skew_history(n)
-        return [{k: v for k, v in r.items() if k not in ("brokers", "topics")} for r in runs]
-
-    async def skew_trend(self, who: Principal) -> dict[str, Any]:
-        """The latest report's comparison with the runs before it (topics and brokers whose skew grew, newly
-        flagged topics, each cluster's Gini run after run)."""
-        self.access.require(who, Role.READ)
-        trend = await self.snapshots.skew_trend()
-        if trend is None:
-            raise ReportNotFound("no skew report with a trend yet: run `namesrv skew-report` (see "
-                                 "docs/skew-report.md)")
-        return trend
-
-    async def capacity(self, who: Principal) -> dict[str, Any]:
-        """Where the registry stands against the sizing model (service/core/capacity.py): its brokers, topics and
-        entries, its Redis's memory and CPU, the load the model gives a fleet of its shape, and the headroom."""
-        self.access.require(who, Role.READ)
-        stats = await self.store.capacity_stats()
-        workers = len(await MemberStore(self.store).live())
-        s = self.settings
-        cache = {"entries": len(self.routes), "bytes": self.routes.bytes, "maxEntries": s.route_cache_max_entries,
-                 "maxBytes": s.route_cache_max_bytes}  # this worker's
-        return sizing.report(capacity_model.MODEL, stats, workers, route_cache=cache)
+    # ------------------------------------------------------------------ maintenance
 
     async def expire_due(self) -> list[tuple[str, str, str]]:
         """Expire every broker past its timeout, one bounded script call after another; first finish the removals

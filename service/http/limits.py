@@ -7,7 +7,7 @@ checked from `Authorization` first (401/403 at once), a declared `Content-Length
 413 at once, and the body is then read with that limit (a chunked body is cut off at it). A refusal sent before
 the body was read closes the connection instead of reading the rest to discard it. Every limit but the
 registration's and the KV import's is at most 256 KiB, so no JSON of megabytes is parsed on the event loop (large
-registrations and imports are parsed in a separate process: service/core/nameserver.py).
+registrations and imports are parsed in a separate process: service/core/bodies.py).
 """
 
 from __future__ import annotations

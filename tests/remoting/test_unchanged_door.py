@@ -127,7 +127,7 @@ async def test_the_same_bytes_with_another_crc_are_still_checked(door):
 
 
 def test_memo_gives_the_digest_of_the_bytes():
-    from service.core.nameserver import RegistrationMemo, digest_key, registration_digest
+    from service.core.bodies import RegistrationMemo, digest_key, registration_digest
 
     memo = RegistrationMemo()
     a, b = compressed_body(1), compressed_body(2)

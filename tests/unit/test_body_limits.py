@@ -123,9 +123,9 @@ async def test_the_console_login_form_is_small(make_client):
 
 def test_no_json_of_megabytes_is_parsed_on_the_event_loop():
     """Every body limit but the registration's and the KV import's is at most 256 KiB; registrations and imports
-    from 256 KiB on are decoded in a parser process (service/core/nameserver.py OFFLOAD_BYTES;
+    from 256 KiB on are decoded in a parser process (service/core/bodies.py OFFLOAD_BYTES;
     tests/unit/test_registration_offload.py, tests/unit/test_kv_config_api.py)."""
-    from service.core.nameserver import OFFLOAD_BYTES
+    from service.core.bodies import OFFLOAD_BYTES
 
     gated = {r.path: r.max_body for r in ROUTES if r.max_body is not None}
     offloaded = ("/v1/brokers/register", "/v1/kv-config/import")

@@ -13,7 +13,7 @@ import pytest
 
 from service.config import load_settings
 from service.core import ADMIN, NameServer
-from service.core.nameserver import OFFLOAD_BYTES
+from service.core.bodies import OFFLOAD_BYTES
 from service.errors import InvalidArgument
 from service.http.handlers import json_object
 from service.store import RouteStore
@@ -94,7 +94,7 @@ import asyncio, sys
 import fakeredis
 from service.config import load_settings
 from service.core import NameServer
-from service.core.nameserver import OFFLOAD_BYTES
+from service.core.bodies import OFFLOAD_BYTES
 from service.http.handlers import json_object
 from service.store import RouteStore
 from tests.unit.test_registration_offload import body
