@@ -32,7 +32,7 @@ from benchmarks.remoting_bench import build_load_tool
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("reply write", ("send (service/remoting/server.py",)),
     ("registration decode", ("parse_registration", "plain_registration", "digest_of")),
-    ("registration delta", ("between (service/models.py", "sent (service/core/deltas.py")),
+    ("registration delta", ("between (service/models/broker_requests.py", "sent (service/core/deltas.py")),
     ("store call", ("call_loaded", "_evalsha", "get_route_at")),
     ("change events received", ("_listen (service/core/route_cache.py",)),
     ("route cache fill", ("fill (service/core/route_cache.py",)),

@@ -1,8 +1,8 @@
 """A plain (JSON) RegisterBrokerBody straight to a RegisterBroker with its topics in compact form, in one pass.
 
 The general decoding checks a body in two layers — the Java shape (service/remoting/bodies.py: every TopicConfig
-field's type) and our limits (service/models.py: names, queue counts, perm) — each building objects per topic;
-for a changed 100-topic registration that was half of a worker's CPU (benchmarks/README.md). This pass applies
+field's type) and our limits (service/models/validators.py: names, queue counts, perm) — each building objects per
+topic; for a changed 100-topic registration that was half of a worker's CPU (benchmarks/README.md). This pass applies
 both layers' rules to each topic at once and writes its compact line directly. It takes only bodies it can check
 completely: anything else (a bare numeric key, a wrong type, a value out of range, a field it does not know how
 to judge) returns None and the general path decodes the body, answering the same registration or the same error.

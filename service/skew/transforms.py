@@ -32,7 +32,7 @@ UNWRITABLE = "UNWRITABLE"
 READ_WRITE_MISMATCH = "READ_WRITE_MISMATCH"
 FLAGS = (SINGLE_BROKER, CONCENTRATED, UNWRITABLE, READ_WRITE_MISMATCH)
 
-# Topics every broker registers for itself (TopicValidator.SYSTEM_TOPIC_SET, one list in service/models.py).
+# Topics every broker registers for itself (TopicValidator.SYSTEM_TOPIC_SET, one list in service/models/validators.py).
 # Cluster and broker names are system topics too (GET_SYSTEM_TOPIC_LIST_FROM_NS), and anything starting with
 # rmq_sys_.
 SYSTEM_TOPICS = tuple(sorted(MODEL_SYSTEM_TOPICS))

@@ -57,7 +57,7 @@ def test_only_the_store_imports_redis():
         assert not bad, f"service/{rel} imports {bad}: only service/store/ talks to Redis"
 
 
-@pytest.mark.parametrize("name", ["models.py", "errors.py", "config.py"])
+@pytest.mark.parametrize("name", [f"models/{p.name}" for p in modules("models")] + ["errors.py", "config.py"])
 def test_data_and_rules_modules_import_nothing_of_the_layers_above(name):
     bad = touches(imports_of(SERVICE / name), {"service.core", "service.store", "service.http", "service.remoting",
                                                "redis", "aiohttp"})

@@ -1,0 +1,135 @@
+"""RocketMQ's data types (TopicRouteData, ClusterInfo, RegisterBrokerResult, KV tables, ...) and the
+validators that build them. No I/O, no wire format.
+
+Validation is strict and the same for every front door: names by full match (a trailing newline is not a
+name), addresses `host:port` with ASCII digits, numbers of the declared type and range. A door whose wire
+carries text (RocketMQ's extFields) converts with `int_text`/`bool_text` first, then calls the same builders.
+`to_dict()` gives RocketMQ's field names, with int keys where Java has Long keys (`brokerAddrs`); each door
+encodes that its own way (standard JSON, fastjson).
+
+One module per concern: validators.py (the shared validators and limits), route_data.py (routes, cluster info,
+topic lists), broker_requests.py (registrations, their topic tables and deltas), results.py (what the registry
+answers about brokers), kv.py (the KV config). Every name is re-exported here: import them from service.models.
+"""
+
+from service.models.broker_requests import (
+    BrokerIdentity,
+    DataVersion,
+    RegisterBroker,
+    TopicConfig,
+    TopicDelta,
+    TopicTable,
+)
+from service.models.kv import (
+    MAX_KV_PROBLEMS,
+    KvImportResult,
+    KvTable,
+    kv_config,
+    kv_config_problems,
+)
+from service.models.results import (
+    UNREGISTER_RESULTS,
+    ExpireResult,
+    HeartbeatResult,
+    LiveBroker,
+    RegisterBrokerResult,
+)
+from service.models.route_data import (
+    BrokerData,
+    BrokerMemberGroup,
+    ClusterInfo,
+    QueueData,
+    ReadAt,
+    TopicList,
+    TopicRouteData,
+    parse_queue_datas,
+)
+from service.models.validators import (
+    HOST_RE,
+    INT_TEXT_RE,
+    KV_NAME_BAD,
+    KV_VALUE_BAD,
+    MAX_ID,
+    MAX_INT32,
+    MAX_INT64,
+    MAX_KV_NAME,
+    MAX_KV_VALUE,
+    MAX_NAME,
+    MAX_QUEUES,
+    NAME_RE,
+    PERM_READ,
+    PERM_WRITE,
+    PORT_RE,
+    SYNC_MEMBER_TOPIC_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    TOPIC_RE,
+    address,
+    bool_text,
+    boolean,
+    entity_name,
+    int_text,
+    integer,
+    is_system_topic,
+    kv_name,
+    kv_value,
+    obj,
+    topic_name,
+)
+
+__all__ = [
+    "BrokerData",
+    "BrokerIdentity",
+    "BrokerMemberGroup",
+    "ClusterInfo",
+    "DataVersion",
+    "ExpireResult",
+    "HOST_RE",
+    "HeartbeatResult",
+    "INT_TEXT_RE",
+    "KV_NAME_BAD",
+    "KV_VALUE_BAD",
+    "KvImportResult",
+    "KvTable",
+    "LiveBroker",
+    "MAX_ID",
+    "MAX_INT32",
+    "MAX_INT64",
+    "MAX_KV_NAME",
+    "MAX_KV_PROBLEMS",
+    "MAX_KV_VALUE",
+    "MAX_NAME",
+    "MAX_QUEUES",
+    "NAME_RE",
+    "PERM_READ",
+    "PERM_WRITE",
+    "PORT_RE",
+    "QueueData",
+    "ReadAt",
+    "RegisterBroker",
+    "RegisterBrokerResult",
+    "SYNC_MEMBER_TOPIC_PREFIX",
+    "SYSTEM_TOPICS",
+    "SYSTEM_TOPIC_PREFIX",
+    "TOPIC_RE",
+    "TopicConfig",
+    "TopicDelta",
+    "TopicList",
+    "TopicRouteData",
+    "TopicTable",
+    "UNREGISTER_RESULTS",
+    "address",
+    "bool_text",
+    "boolean",
+    "entity_name",
+    "int_text",
+    "integer",
+    "is_system_topic",
+    "kv_config",
+    "kv_config_problems",
+    "kv_name",
+    "kv_value",
+    "obj",
+    "parse_queue_datas",
+    "topic_name",
+]
