@@ -41,16 +41,7 @@ for i = 4, #ARGV do
   local all = rcall("HGETALL", base .. "t:" .. topic)
   n = n + 1
   alls[n] = all
-  for j = 1, #all, 2 do
-    local b = all[j]
-    local list = asked[b]
-    if list == nil then
-      list = {}
-      asked[b] = list
-      order_of[#order_of + 1] = b
-    end
-    list[#list + 1] = topic
-  end
+  for j = 1, #all, 2 do group_add(asked, order_of, all[j], topic) end
   fields = fields + #all / 2
   if fields >= budget then break end
 end

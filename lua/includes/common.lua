@@ -134,6 +134,18 @@ local function changes_add_all(ch)
   ch.seen = {}
 end
 
+-- Append `value` to `key`'s list in `lists`; a key's first value also appends the key to `order`, so the groups can
+-- be walked in the order their keys were first seen.
+local function group_add(lists, order, key, value)
+  local list = lists[key]
+  if list == nil then
+    list = {}
+    lists[key] = list
+    order[#order + 1] = key
+  end
+  list[#list + 1] = value
+end
+
 -- Bump the registry version and publish "<ver>\t2\n*" or "<ver>\t2\n<t1>\n<t2>...\n=<broker>\t<enc>\t<t3>\t<t4>...
 -- \n@<broker>...\n!<broker>..." (format 2: in-place updates grouped by broker and queue data, so that a worker
 -- checks them against its cache in one pass; service/store/events.py reads it).
@@ -152,15 +164,7 @@ local function changes_publish(base, k_ver, ch)
     for t, _ in pairs(ch.seen) do parts[#parts + 1] = t end
     local groups, order = {}, {}
     for t, u in pairs(ch.updates) do
-      if not ch.seen[t] then
-        local g = groups[u]
-        if g == nil then
-          g = {}
-          groups[u] = g
-          order[#order + 1] = u
-        end
-        g[#g + 1] = t
-      end
+      if not ch.seen[t] then group_add(groups, order, u, t) end
     end
     for _, u in ipairs(order) do parts[#parts + 1] = "=" .. u .. "\t" .. table.concat(groups[u], "\t") end
     for _, line in ipairs(ch.lines) do parts[#parts + 1] = line end
