@@ -22,7 +22,7 @@ from tests.unit.conftest import master
 pytestmark = [pytest.mark.redis, pytest.mark.integration]
 
 DEADLINE_MS = 1000
-PER_TOPIC_S = 20e-6  # service/store/routes.py PER_TOPIC_S
+PER_TOPIC_S = 20e-6  # service/store/calls.py PER_TOPIC_S
 
 
 def topics(n: int) -> dict:
