@@ -119,3 +119,13 @@ def test_the_wheel_the_docs_ship_builds_installs_and_runs_from_a_fresh_virtualen
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_every_package_of_the_source_tree_is_listed_for_the_wheel():
+    """pyproject lists the packages by hand (the Lua folders are mapped from lua/): a package left out is silently
+    missing from the wheel (service.monitoring was, until a split of service/models.py made us look)."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    in_tree = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "service").rglob("__init__.py")}
+    assert in_tree - listed == set(), "packages missing from pyproject's [tool.setuptools] packages"
