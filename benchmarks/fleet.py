@@ -83,9 +83,10 @@ class Plan:
     client_ramp_rate: float = 400.0  # distinct topics first read a real second in the warm-up, at most
     acting_every: int = 10  # every 10th broker runs with enableSlaveActingMaster: BROKER_HEARTBEAT every 1 s
     change_per_minute: float = 0.01  # share of brokers whose topic table changes each simulated minute
-    restart_share: float = 0.10  # rolling restart midway: unregister, close, reconnect, first registration
+    restart_share: float = 0.10  # rolling restart midway: unregister, close, reconnect, first registration (0: none)
     restart_down_s: float = 10.0  # how long a restarted broker is away
-    die_share: float = 0.01  # brokers that go silent at once, connections left open, until expiry removes them
+    die_share: float = 0.01  # brokers that go silent at once, connections left open, until expiry removes them (0:
+    # none; at least one broker otherwise)
     admin_info_every_s: float = 10.0  # GET_BROKER_CLUSTER_INFO, as a dashboard polls it
     admin_topics_every_s: float = 60.0  # GET_ALL_TOPIC_LIST_FROM_NAMESERVER
     min_timeout_ms: int = 2000  # a compressed timeout is never shorter (a busy 2-core machine stalls processes)
@@ -167,7 +168,7 @@ class Plan:
         return round(self.end_s / SIM_PERIOD)
 
     def check(self) -> None:
-        if self.expiry_due_s + 20 > self.end_s:
+        if self.die_share and self.expiry_due_s + 20 > self.end_s:
             raise SystemExit(f"--minutes {self.minutes}: too short for the rolling restart, the death and the "
                              f"expiry {self.expiry_due_s - self.death_s:.0f} s later")
         if self.brokers < self.cluster_size or self.clients < 1:
@@ -286,8 +287,8 @@ def build(plan: Plan, frames: Frames) -> Schedule:
     # fleet, as a rack going dark
     sched.restarted = [b for b in range(n) if b % plan.cluster_size == plan.cluster_size // 2][
         : round(n * plan.restart_share)]
-    die_n = max(1, round(n * plan.die_share))
-    step = max(1, plan.clusters // die_n)
+    die_n = max(1, round(n * plan.die_share)) if plan.die_share else 0
+    step = max(1, plan.clusters // max(1, die_n))
     sched.dying = [by_cluster[c][1 % len(by_cluster[c])] for c in range(0, plan.clusters, step)][:die_n]
     restarts = {b: restart_from + i * (restart_to - restart_from) / max(1, len(sched.restarted))
                 for i, b in enumerate(sched.restarted)}
@@ -386,6 +387,55 @@ def build_loader(tmp: Path) -> str:
     exe = str(tmp / "fleetload")
     subprocess.run([cc, "-O2", "-o", exe, str(HERE / "fleetload.c")], check=True)
     return exe
+
+
+@dataclass
+class Load:
+    """The load tool compiled and the fleet's frames and schedule written, in `tmp`: what `start_loader` replays."""
+
+    exe: str
+    frames: Frames
+    sched: Schedule
+    frames_path: Path
+    sched_path: Path
+
+
+def prepare(plan: Plan, tmp: Path, who: str = "fleet") -> Load:
+    """Compile fleetload and build the fleet's frames and its schedule (benchmarks.fleet and stall_bench's --fleet)."""
+    exe = build_loader(tmp)
+    frames = Frames(tmp / "fleet.frames")
+    t = time.monotonic()
+    sched = build(plan, frames)
+    frames.close()
+    write_schedule(tmp / "fleet.schedule", sched)
+    print(f"{who}: {len(sched.records):,} schedule records, {frames.count:,} frames "
+          f"({frames.bytes / 2**20:.0f} MB) built in {time.monotonic() - t:.1f} s", flush=True)
+    return Load(exe, frames, sched, tmp / "fleet.frames", tmp / "fleet.schedule")
+
+
+def start_loader(load: Load, plan: Plan, ports: list[int], t0: float, interval_s: float, intervals: int,
+                 drain: float) -> subprocess.Popen:
+    """fleetload replaying the schedule from `t0` (time.monotonic()) against the native doors on `ports` (its
+    connections spread over them), reporting per interval of `interval_s` real seconds; it prints its JSON at the
+    end (after the schedule, or at SIGUSR1, and at most `drain` seconds of replies)."""
+    return subprocess.Popen([load.exe, "127.0.0.1", ",".join(map(str, ports)), str(load.frames_path),
+                             str(load.sched_path), f"{t0:.6f}", f"{interval_s:g}", str(intervals), str(len(TYPES)),
+                             str(drain), ",".join(f"{x:g}" for x in plan.request_timeouts)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def load_errors(load: dict) -> dict[str, dict[str, int]]:
+    """fleetload's failures per request type: replies other than SUCCESS by code, and the requests given up, left
+    unanswered or not made."""
+    errors: dict[str, dict[str, int]] = {}
+    for name, t in zip(TYPES, load["types"], strict=True):
+        bad = {f"code {c}": n for c, n in t["codes"].items() if c != "0"}
+        for key in ("no_reply", "no_reply_dropped", "skipped", "timed_out", "late", "window_skipped"):
+            if t[key]:
+                bad[key.replace("_", " ")] = t[key]
+        if bad:
+            errors[name] = bad
+    return errors
 
 
 # ---------------------------------------------------------------------------- watching a server during the day
@@ -535,8 +585,7 @@ def wait_quiet(limit: float, longest_s: float = 1800) -> float:
     return time.monotonic() - started
 
 
-def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sched: Schedule, tmp: Path,
-        quiet: float | None = None) -> dict:
+def day(load: Load, kind: str, plan: Plan, tmp: Path, quiet: float | None = None) -> dict:
     waited = wait_quiet(quiet) if quiet else 0.0
     load_before = load_average()
     server = start_server(kind, plan, tmp)
@@ -545,14 +594,11 @@ def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sc
         t0 = time.monotonic() + lead
         intervals = plan.intervals
         sampler = Sampler(server, t0, plan.period / 2, intervals * 2)
-        probe = Probe(server, plan, sched.dying, t0)
+        probe = Probe(server, plan, load.sched.dying, t0)
         sampler.start()
         probe.start()
         drain = max(5.0, plan.period * 2)
-        proc = subprocess.Popen([exe, "127.0.0.1", str(server.port), str(frames_path), str(sched_path), f"{t0:.6f}",
-                                 str(plan.period), str(intervals), str(len(TYPES)), str(drain),
-                                 ",".join(f"{x:g}" for x in plan.request_timeouts)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = start_loader(load, plan, [server.port], t0, plan.period, intervals, drain)
         sampler.loader_pid = proc.pid
         try:
             out, err = proc.communicate(timeout=plan.real(plan.end_s) + drain + 600)
@@ -568,10 +614,10 @@ def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sc
         probe.join(10)
         if proc.returncode:
             raise RuntimeError(f"fleetload exited {proc.returncode}: {err.strip()[-400:]}")
-        load = json.loads(out)
+        replayed = json.loads(out)
         live_heap = java_live_heap_mb(server.pid) if isinstance(server, Java) else None
         slow = slow_commands(server)
-        result = {"server": server.name, "kind": kind, "note": server.note, "load": load,
+        result = {"server": server.name, "kind": kind, "note": server.note, "load": replayed,
                   "samples": sampler.samples, "expiry": {"gone_at_s": probe.gone, "error": probe.error,
                                                          "watched": len(probe.watched)},
                   "brokers_listed_at_end": probe.listed,
@@ -580,7 +626,7 @@ def day(exe: str, kind: str, plan: Plan, frames_path: Path, sched_path: Path, sc
                   "waited_for_quiet_s": round(waited)}
     finally:
         server.stop()
-    return summarize(result, plan, sched)
+    return summarize(result, plan, load.sched)
 
 
 def summarize(res: dict, plan: Plan, sched: Schedule) -> dict:
@@ -627,15 +673,7 @@ def summarize(res: dict, plan: Plan, sched: Schedule) -> dict:
                         if samples and samples[0]["redis_rss_mb"] is not None else None,
                         "redis_used_peak": max((s.get("redis_used_mb") or 0 for s in samples), default=None)
                         if samples and samples[0].get("redis_used_mb") is not None else None}
-    errors: dict[str, dict[str, int]] = {}
-    for name, t in zip(TYPES, res["load"]["types"], strict=True):
-        bad = {f"code {c}": n for c, n in t["codes"].items() if c != "0"}
-        for key in ("no_reply", "no_reply_dropped", "skipped", "timed_out", "late", "window_skipped"):
-            if t[key]:
-                bad[key.replace("_", " ")] = t[key]
-        if bad:
-            errors[name] = bad
-    res["errors"] = errors
+    res["errors"] = load_errors(res["load"])
     gone = res["expiry"]["gone_at_s"]
     res["expiry"]["observed_s"] = round(max(gone.values()), 1) if len(gone) == res["expiry"]["watched"] else None
     res["expiry"]["after_death_s"] = (round(res["expiry"]["observed_s"] - plan.death_s, 1)
@@ -872,24 +910,16 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="nsrv-fleet-"))
     servers: list[dict] = []
     try:
-        exe = build_loader(tmp)
-        frames = Frames(tmp / "fleet.frames")
-        t = time.monotonic()
-        sched = build(plan, frames)
-        frames.close()
-        write_schedule(tmp / "fleet.schedule", sched)
-        print(f"fleet: {len(sched.records):,} schedule records, {frames.count:,} frames "
-              f"({frames.bytes / 2**20:.0f} MB) built in {time.monotonic() - t:.1f} s", flush=True)
+        load = prepare(plan, tmp)
         for kind in kinds:
             print(f"fleet: {kind} …", flush=True)
-            servers.append(day(exe, kind, plan, tmp / "fleet.frames", tmp / "fleet.schedule", sched, tmp,
-                               args.wait_quiet))
+            servers.append(day(load, kind, plan, tmp, args.wait_quiet))
             r = servers[-1]
             print(f"fleet: {r['server']}: steady {r['cpu_per_minute']['steady']} CPU-s/min, errors {r['errors']}, "
                   f"expiry {r['expiry']['after_death_s']} s after death", flush=True)
-            publish(mode, plan, sched, frames, servers, notes, Path(args.out))  # each server's day kept as it ends
+            publish(mode, plan, load.sched, load.frames, servers, notes, Path(args.out))  # kept as each day ends
         if not servers:
-            publish(mode, plan, sched, frames, servers, notes, Path(args.out))
+            publish(mode, plan, load.sched, load.frames, servers, notes, Path(args.out))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.sizing:

@@ -1,7 +1,10 @@
 /* fleetload: replays a fleet's schedule of RocketMQ remoting frames over many kept connections (benchmarks/fleet.py).
  *
- *   fleetload HOST PORT FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN TIMEOUTS
+ *   fleetload HOST PORT[,PORT...] FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN TIMEOUTS
  *
+ * With several ports (one-worker servers on ports of their own, as benchmarks/stall_bench.py starts them),
+ * connection i goes to the (i mod n)-th: the fleet is spread over them as a shared port's kernel would spread it.
+ * SIGUSR1 ends the schedule early (the bench beside it is done): no more sends, then the drain and the report.
  * FRAMES holds complete frames, each with its 4-byte length prefix and a JSON header whose "opaque" has 10 digits:
  * each request gets its own opaque (patched into its copy), so replies are matched to requests in any order.
  * SCHEDULE holds fixed-size records (struct rec below), each a connect, a close, or a send repeated every `period`
@@ -13,7 +16,7 @@
  * is counted late). Latency runs from when a request was due to its reply, waiting for the window included; the
  * tool's own lag behind the schedule is reported apart. At the end (after the last send, at most DRAIN seconds more for replies) it prints
  * one JSON document: per request type, and per type and interval of INTERVAL seconds (by due time), requests sent,
- * replies by response code, latency percentiles; requests left without a reply (their connection closed by the
+ * replies by response code, latency percentiles, requests given up and not made; requests left without a reply (their connection closed by the
  * server, or still waiting); connections; the tool's own CPU seconds. One thread, epoll, non-blocking connects.
  * Compiled by benchmarks/fleet.py with the system's cc; loopback only.
  */
@@ -62,7 +65,7 @@ typedef struct {
 } conn_t;
 
 typedef struct {
-    long sent, replies, other_codes;
+    long sent, replies, other_codes, timed_out, skipped; /* skipped: not made (window full, connection closed) */
     int code[NCODES];
     long code_n[NCODES];
     uint32_t *hist; /* NB buckets, allocated on first reply */
@@ -97,7 +100,11 @@ static uint64_t thead[MAXTYPES], ttail[MAXTYPES];
 static uint32_t lag_hist[NB];
 static double lag_max;
 static int ep;
-static struct sockaddr_in addr;
+static struct sockaddr_in *addrs;
+static size_t naddrs;
+static volatile sig_atomic_t ending; /* SIGUSR1: end the schedule now */
+
+static void on_usr1(int sig) { (void)sig; ending = 1; }
 
 static double now(void) {
     struct timespec ts;
@@ -235,7 +242,8 @@ static int open_conn(uint32_t id) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     connects++;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0 && errno != EINPROGRESS) {
+    struct sockaddr_in *addr = &addrs[id % naddrs];
+    if (connect(fd, (struct sockaddr *)addr, sizeof *addr) < 0 && errno != EINPROGRESS) {
         connect_errors++;
         close(fd);
         c->state = C_DROPPED;
@@ -340,6 +348,7 @@ static void fire(uint32_t r, double t) {
     if (e->op == OP_SEND && c->window && (uint32_t)c->inflight >= c->window) {
         if (c->qlen >= c->qcap) { /* the client is still waiting on earlier calls: this one is not made */
             window_skipped[type]++;
+            cell(type, interval_of(due))->skipped++;
             return;
         }
         uint32_t k = (c->qhead + c->qlen++) % c->qcap;
@@ -359,6 +368,7 @@ static void send_now(uint32_t r, double due, double t) {
         if (c->state == C_DROPPED) reconnects[type]++; /* a stock client reconnects on its next call */
         if (c->state == C_CLOSED || open_conn(e->conn) < 0) {
             send_skipped[type]++;
+            cell(type, interval_of(due))->skipped++;
             return;
         }
     }
@@ -406,6 +416,7 @@ static void expire_requests(double t) {
             if (p->sent + timeout_s[ty] > t) break;
             p->used = 0;
             timed_out[ty]++;
+            cell(ty, p->interval)->timed_out++;
             thead[ty]++;
             conn_t *c = &conns[p->conn];
             if (c->gen == p->gen && c->inflight > 0) {
@@ -580,7 +591,8 @@ static void report(double elapsed) {
         printf(",\"intervals\":[");
         for (int iv = 0; iv < nintervals; iv++) {
             cell_t *c = cell(ty, iv);
-            printf("%s{\"sent\":%ld,\"replies\":%ld,\"codes\":", iv ? "," : "", c->sent, c->replies);
+            printf("%s{\"sent\":%ld,\"replies\":%ld,\"timed_out\":%ld,\"skipped\":%ld,\"codes\":", iv ? "," : "",
+                   c->sent, c->replies, c->timed_out, c->skipped);
             print_codes(c);
             printf(",");
             print_lat(c->hist);
@@ -593,13 +605,21 @@ static void report(double elapsed) {
 
 int main(int argc, char **argv) {
     if (argc < 11) {
-        fprintf(stderr, "usage: fleetload HOST PORT FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN TIMEOUTS\n");
+        fprintf(stderr, "usage: fleetload HOST PORT[,PORT...] FRAMES SCHEDULE T0 INTERVAL NINTERVALS NTYPES DRAIN "
+                        "TIMEOUTS\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN); /* a connection the server closed: write() says EPIPE, the connection is dropped */
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(atoi(argv[2]));
-    inet_pton(AF_INET, argv[1], &addr.sin_addr);
+    signal(SIGUSR1, on_usr1);
+    for (char *port = argv[2]; port && *port;) {
+        addrs = realloc(addrs, (naddrs + 1) * sizeof *addrs);
+        struct sockaddr_in *a = &addrs[naddrs++];
+        memset(a, 0, sizeof *a);
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)strtol(port, &port, 10));
+        inet_pton(AF_INET, argv[1], &a->sin_addr);
+        if (*port == ',') port++;
+    }
     load_frames(argv[3]);
     size_t size;
     recs = (struct rec *)slurp(argv[4], &size);
@@ -639,6 +659,7 @@ int main(int argc, char **argv) {
     for (;;) {
         double t = now();
         expire_requests(t);
+        if (ending) heap_n = 0; /* the sends still scheduled are not made; what is in flight drains */
         while (heap_n && t0 + next_at[heap[0]] <= t) {
             uint32_t r = heap_pop();
             fire(r, t);

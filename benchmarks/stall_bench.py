@@ -4,7 +4,8 @@ longest Redis command of each phase.
 
     python -m benchmarks.stall_bench [--topics 100000] [--registrations 3] [--workers 2] [--rate 200]
                                      [--door native|http] [--body plain|compressed|zipped] [--tiny]
-                                     [--out benchmarks/results]
+                                     [--fleet [--fleet-brokers 2000 --fleet-topics 100 --fleet-clients 10000
+                                               --fleet-period 6]] [--out benchmarks/results]
 
 Starts its own redis-server and `--workers` one-worker `namesrv serve` processes on 127.0.0.1. A probe process (its
 own interpreter, so it competes with nothing of the bench's) reads routes from every worker at a fixed rate,
@@ -29,6 +30,9 @@ when it was sent, so a stalled worker cannot hide its stall by sending less (coo
 worker's and door's reads (p50, p99, max, errors), its event-loop lag (namesrv_event_loop_lag_* of its /metrics)
 and the longest Redis command of each phase (SLOWLOG, every command over 1 ms).
 DESIGN §9 and issues 26/32: route reads max < 50 ms with no errors, no Redis command over 20 ms, in every phase.
+With `--fleet` (issue 40 item 2), a fleet's everyday traffic runs against the same workers and Redis for the whole
+of the phases (benchmarks/fleet_beside.py), warmed up once before the quiet phase; the report gives its size and,
+per phase, its request rate and errors.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ import argparse
 import asyncio
 import os
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -47,6 +53,7 @@ from typing import Any
 import orjson
 
 from benchmarks import broker_frames as frames
+from benchmarks import fleet_beside
 from benchmarks.harness import git_info, machine_info, write_results
 from benchmarks.http_bench import namesrv, seed, stop
 from tests.redis_server import RedisServer, free_port
@@ -56,6 +63,7 @@ BIG = ("StallCluster", "big-0", "10.9.0.0:10911")  # cluster, brokerName, broker
 DOORS = ("http", "native")
 EXPIRY_TIMEOUT_MS = 2000
 MAX_FRAME = 64 * 1024 * 1024
+FLEET_HORIZON_S = 1800  # --fleet: its schedule's length after the warm-up, real seconds (stopped when the phases end)
 
 
 def big_topics(topics: int, variant: int) -> dict[str, int]:
@@ -359,6 +367,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="one worker in embedded mode (no Redis: fakeredis on the worker's own event loop)")
     p.add_argument("--busy", type=int, default=0, help="processes spinning on a core each for the whole run (a "
                    "slower, loaded machine: the steps sized by time shrink)")
+    p.add_argument("--fleet", action="store_true", help="a fleet's everyday traffic against the same workers and "
+                   "Redis for the whole of the phases (benchmarks.fleet's load tool): 2 000 brokers x 100 topics, "
+                   "10 000 clients, every rate 5x a real fleet's unless the --fleet-* options say otherwise")
+    p.add_argument("--fleet-brokers", type=int, help="the fleet's brokers (default 2 000; --tiny 40)")
+    p.add_argument("--fleet-topics", type=int, help="topics per broker, every broker of a cluster of 10 serving its "
+                   "cluster's (default 100)")
+    p.add_argument("--fleet-clients", type=int, help="clients reading 2 routes each every period (default 10 000)")
+    p.add_argument("--fleet-period", type=float, help="real seconds per simulated 30 s period (default 6: every "
+                   "rate 5x a real fleet's; 30: real time)")
     p.add_argument("--tiny", action="store_true", help="seconds: the CI smoke test (2 000 topics)")
     p.add_argument("--out", default=str(ROOT / "results"))
     args = p.parse_args(argv)
@@ -366,6 +383,16 @@ def main(argv: list[str] | None = None) -> int:
         args.topics, args.registrations = 2_000, 1
     if args.embedded:
         args.workers = 1
+    fleet_size = None
+    if args.fleet:
+        if args.embedded:
+            p.error("--fleet needs Redis: not with --embedded")
+        fleet_size = dict(fleet_beside.SIZES["tiny" if args.tiny else "default"])
+        for key in ("brokers", "topics", "clients", "period"):
+            if getattr(args, f"fleet_{key}") is not None:
+                fleet_size[key] = getattr(args, f"fleet_{key}")
+    fleet_env = ({"heartbeat_flush_ms": fleet_beside.plan_for(fleet_size, 60).heartbeat_flush_ms}
+                 if fleet_size else {})  # as benchmarks.fleet runs ours: heartbeats flushed at the scaled second
     server = None if args.embedded else RedisServer().start()
     procs: list = []
     broker = None
@@ -381,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     lags: dict[str, list] = {}
     load_seen: list[float] = []  # the 1-minute load average as each phase began
     sizes: dict[str, list] = {}  # per phase, each worker's step sizes after it
+    side = None
+    fleet_res = None
+    tmp = Path(tempfile.mkdtemp(prefix="nsrv-stall-")) if fleet_size else None
     try:
         if server is not None:
             asyncio.run(seed(server.url, 1000))
@@ -391,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
             # A plain body of 100 000 topics (17.8 MB) is past RocketMQ's frameMaxLength (16 MiB, ours the same):
             # a broker that large registers zipped (compressedRegister=true) or both sides raise the limit.
             proc, url = namesrv(server.url if server else "", 1, registration_chunk_topics=args.chunk_topics,
-                                remoting_port=port, scan_interval_ms=1000, remoting_max_frame_bytes=MAX_FRAME)
+                                remoting_port=port, scan_interval_ms=1000, remoting_max_frame_bytes=MAX_FRAME,
+                                **fleet_env)
             procs.append(proc)
             urls.append(url)
             targets.append((url, port))
@@ -401,14 +432,22 @@ def main(argv: list[str] | None = None) -> int:
         broker = BigBroker(urls[0], targets[0][1], args.topics, args.door, args.body)
         broker.prepare(args.registrations + 1)
         broker.prepare(1, EXPIRY_TIMEOUT_MS)
+        if fleet_size:  # the fleet up first, so that the first registration sizes the phases under its load
+            side = fleet_beside.FleetBeside(fleet_beside.plan_for(fleet_size, FLEET_HORIZON_S),
+                                            [port for _, port in targets], tmp)
+            print(f"stall_bench: the fleet's warm-up took {side.start()} s", flush=True)
         one = broker.register(0)  # sizes the run; the first starts the parser process
         duration = args.duration or max(4, int(one * args.registrations * 1.5) + 2)
+        short = max(4.0, 2 + 3 * EXPIRY_TIMEOUT_MS / 1000)
 
         def phase(name: str, during: Any = None, seconds: float = duration) -> None:
             load_seen.append(round(os.getloadavg()[0], 2))
             before = [lag(u) for u in urls]
             slowlog.reset()
+            began = time.monotonic()
             phases[name] = {"reads": read_run(targets, args.topics, args.rate, seconds, during), **slowlog.read()}
+            if side is not None:
+                side.mark(name, began, time.monotonic())
             after = [lag(u) for u in urls]
             sizes[name] = [step_sizes(u) for u in urls]
             lags[name] = [{"max_ms": a["max_ms"], "over_50ms": a["over_50ms"] - b["over_50ms"],
@@ -422,7 +461,6 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"{len(took)} of {args.registrations} registrations completed during the busy run")
         removals = {}
         if not args.no_removals:
-            short = max(4.0, 2 + 3 * EXPIRY_TIMEOUT_MS / 1000)
             broker.register(0)
             phase("unregister", broker.unregister, short)
             removals["unregister"] = not big_present(urls[1 % len(urls)])
@@ -436,7 +474,13 @@ def main(argv: list[str] | None = None) -> int:
                 removals["drop"] = not big_present(urls[1 % len(urls)])
             if not all(removals.values()):
                 raise RuntimeError(f"the big broker was not removed in every phase: {removals}")
+        if side is not None:
+            fleet_res = side.stop()
     finally:
+        if side is not None:
+            side.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         for b in burners:
             b.terminate()
             b.join(10)
@@ -451,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
            "topics": args.topics, "registrations": args.registrations, "workers": args.workers, "rate": args.rate,
            "embedded": args.embedded, "door": args.door, "body": args.body if args.door == "native" else "json",
            "chunk_topics": args.chunk_topics or "default", "duration_s": duration, "registration_s": took,
-           "busy": args.busy, "load_average": load_seen,
+           "busy": args.busy, "load_average": load_seen, "fleet": fleet_res,
            "body_bytes": len(broker.frames[(0, None)][1]),
            # per phase: the longest Redis command, and per worker and door its reads
            "phases": {name: {**{k: v for k, v in ph.items() if k != "reads"},
@@ -478,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{' (embedded mode)' if args.embedded else ''}. Redis columns: the longest command of the phase and the "
         f"commands over 20 ms.",
         "",
+        *([fleet_beside.describe(fleet_res), "", *fleet_beside.table(fleet_res), ""] if fleet_res else []),
         "| phase | worker | door | reads | p50 ms | p99 ms | max ms | errors | loop lag max ms | Redis longest ms "
         "| Redis > 20 ms |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -504,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
         name += "-" + args.body
     if args.busy:
         name += "-busy"
+    if fleet_res:
+        name += "-fleet"
     write_results(Path(args.out), name, res, table, args.tiny)
     return 0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import orjson
 import pytest
 
@@ -145,12 +147,30 @@ def test_stall_bench_tiny(tmp_path):
     """The stall benchmark at tiny size, the broker framed as a stock 5.x broker with compressedRegister=true frames
     it on the native door: re-registered changed once during the busy run, then unregistered, expired and dropped
     (the bench itself checks the broker is gone after each), the probe read every worker on both doors in every
-    phase, and each phase's slow log was read."""
+    phase, and each phase's slow log was read; with a tiny fleet's everyday traffic beside it (--fleet) all along,
+    whose rate and errors each phase reports."""
     need("redis-server")
-    from benchmarks import stall_bench
+    need("cc")
+    from benchmarks import fleet_beside, stall_bench
+    from benchmarks.fleet import Plan
 
-    assert stall_bench.main(["--tiny", "--out", str(tmp_path), "--rate", "50", "--body", "zipped"]) == 0
-    res = orjson.loads((tmp_path / "stall-zipped-tiny.json").read_bytes())
+    assert stall_bench.main(["--tiny", "--fleet", "--out", str(tmp_path), "--rate", "50", "--body", "zipped"]) == 0
+    res = orjson.loads((tmp_path / "stall-zipped-fleet-tiny.json").read_bytes())
+    side, size = res["fleet"], fleet_beside.SIZES["tiny"]
+    assert (side["brokers"], side["clients"], side["period_s"]) == (size["brokers"], size["clients"], size["period"])
+    assert side["ports"] == 2 and side["loader"]["connect_errors"] == side["loader"]["unmatched"] == 0
+    plan = Plan(**size)
+    due = {"route_reads_per_s": plan.clients * plan.client_topics / plan.period,
+           "registrations_per_s": plan.brokers / plan.period,
+           "heartbeats_per_s": math.ceil(plan.brokers / plan.acting_every) / plan.real(1)}
+    assert set(side["phases"]) == {"quiet", "registrations", "unregister", "expiry", "drop"}
+    for name, ph in side["phases"].items():  # it ran through every phase, at about its schedule's rates
+        assert ph["covered"] and ph["seconds"] >= 2, (name, ph)
+        for key, rate in due.items():
+            assert 0.5 * rate <= ph[key] <= 1.5 * rate, (name, key, ph[key], rate)
+    table = (tmp_path / "stall-zipped-fleet-tiny.md").read_text()
+    assert fleet_beside.describe(side) in table
+    assert f"| drop | {side['phases']['drop']['requests_per_s']:,} | " in table
     assert res["workers"] == 2 and res["registrations"] == 1 and len(res["registration_s"]) == 1
     assert res["door"] == "native" and res["body"] == "zipped"
     assert set(res["phases"]) == {"quiet", "registrations", "unregister", "expiry", "drop"}
@@ -162,7 +182,6 @@ def test_stall_bench_tiny(tmp_path):
             assert r["non200"] == 0, (name, r)
     # the re-registration's chunks alone take over 1 ms at 2 000 topics
     assert res["phases"]["registrations"]["redis_longest_ms"] > 0
-    table = (tmp_path / "stall-zipped-tiny.md").read_text()
     assert f"{res['phases']['drop']['redis_longest_ms']:.1f} |" in table and "| drop | 1 | native |" in table
     longest = res["phases"]["registrations"]["redis_longest"]
     assert longest and longest[0]["ms"] == round(res["phases"]["registrations"]["redis_longest_ms"], 2)
