@@ -384,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.embedded:
         args.workers = 1
     fleet_size = None
+    sized = [f"--fleet-{key}" for key in ("brokers", "topics", "clients", "period")
+             if getattr(args, f"fleet_{key}") is not None]
+    if sized and not args.fleet:
+        p.error(f"{', '.join(sized)}: only with --fleet")
     if args.fleet:
         if args.embedded:
             p.error("--fleet needs Redis: not with --embedded")
@@ -438,7 +442,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stall_bench: the fleet's warm-up took {side.start()} s", flush=True)
         one = broker.register(0)  # sizes the run; the first starts the parser process
         duration = args.duration or max(4, int(one * args.registrations * 1.5) + 2)
-        short = max(4.0, 2 + 3 * EXPIRY_TIMEOUT_MS / 1000)
 
         def phase(name: str, during: Any = None, seconds: float = duration) -> None:
             load_seen.append(round(os.getloadavg()[0], 2))
@@ -461,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"{len(took)} of {args.registrations} registrations completed during the busy run")
         removals = {}
         if not args.no_removals:
+            short = max(4.0, 2 + 3 * EXPIRY_TIMEOUT_MS / 1000)
             broker.register(0)
             phase("unregister", broker.unregister, short)
             removals["unregister"] = not big_present(urls[1 % len(urls)])
