@@ -6,7 +6,8 @@
     2 brokers      SET    {P}:brokers, all brokerNames
     3 clusters     SET    {P}:clusters, all cluster names
     4 live         ZSET   {P}:live, "cluster|addr" -> last heartbeat ms
-    5 deadlines    ZSET   {P}:deadlines, "cluster|addr" -> last heartbeat + timeout ms
+    5 deadlines    ZSET   {P}:deadlines, "cluster|addr" -> a last heartbeat + timeout ms (a candidate: never later
+                          than the live score + timeout, since touchLive-1 moves only the live score)
     6 filters      HASH   {P}:filtersrv, "cluster|addr" -> filter-server JSON list
     7 ver          STRING {P}:ver, registry version counter
   ARGV:
@@ -18,15 +19,16 @@
     5 sweep bound: a broker with more topics is removed in steps (sweepBroker-3) and counts as this many against
       the budget; "" or 0 = never
     6 grace ms ("" = 0): an entry expires only this long after its deadline (workers write the heartbeats they
-      acknowledged in batches, touchLive-2, at most this late)
+      acknowledged in batches, touchLive-1, at most this late)
   Returns:
     {more 0/1, {member, brokerName, ...}, {sweepId, ...}, spent, elapsed}  more = 1 when the batch or the budget
     ran out (call again); the sweeps queued for brokers past the bound; the topics (and entries) it spent of the
     budget and its Redis time in µs (the worker sizes the next budget by them)
   Side effects:
-    Each due entry is re-checked against its live score (a broker that heartbeated a moment ago is
-    kept and its deadline repaired, RocketMQ #11043); an expired one is unregistered as unregisterBroker
-    does. Publishes changed topics. An empty scan costs O(log n) (one ZRANGEBYSCORE).
+    Each due entry is re-checked against its live score + its timeout (a broker that heartbeated since its
+    deadline was written, by the batched heartbeats that write no deadline or a moment ago, RocketMQ #11043, is
+    kept and its deadline repaired, counting 1 against the budget); an expired one is unregistered as
+    unregisterBroker does. Publishes changed topics. An empty scan costs O(log n) (one ZRANGEBYSCORE).
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -57,6 +59,7 @@ for i, member in ipairs(due) do
   local timeout = tonumber(rcall("HGET", kl, "timeout") or default_timeout)
   if last and tonumber(last) + timeout + grace >= now then
     rcall("ZADD", K.deadlines, tonumber(last) + timeout, member)
+    spent = spent + 1
   else
     local cluster, addr = string.match(member, "^([^|]*)|(.*)$")
     local name = rcall("HGET", kl, "name")

@@ -131,8 +131,9 @@ class BulkTurns:
     def collect(self) -> Iterator[Metric]:
         steps = self.steps() if self.steps is not None else None
         if steps is not None:
-            size = GaugeMetricFamily("namesrv_store_step_topics", "topics the next bulk step of each kind takes "
-                                     "(sized by what steps cost on this Redis, or fixed)", labels=["kind"])
+            size = GaugeMetricFamily("namesrv_store_step_topics", "topics (kind touch: heartbeats) the next bulk "
+                                     "step of each kind takes (sized by what steps cost on this Redis, or fixed)",
+                                     labels=["kind"])
             cost = GaugeMetricFamily("namesrv_store_step_cost_microseconds", "Redis time per topic the steps of "
                                      "each kind measured (running estimate; absent before any)", labels=["kind"])
             for kind, sizer in steps.kinds():

@@ -207,7 +207,7 @@ class RouteModel:
         return live.dv
 
     def touch(self, cluster, addr, at):
-        """A batched BROKER_HEARTBEAT written (lua/touchLive-2.lua): a live entry moves forward to `at`, never back;
+        """A batched BROKER_HEARTBEAT written (lua/touchLive-1.lua): a live entry moves forward to `at`, never back;
         a gone one stays gone. Whether it moved."""
         live = self.live.get((cluster, addr))
         if live is None or live.last >= at:

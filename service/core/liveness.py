@@ -3,8 +3,10 @@
 Java's NameServer answers a heartbeat by updating one timestamp in a map; a Redis round trip per heartbeat cost
 us several times Java's CPU (benchmarks/README.md). A heartbeat changes nothing but the broker's liveness, and its
 reply carries nothing, so the worker records it (the latest per broker, on its monotonic clock) and writes every
-broker it heard from in one script call per `heartbeat_flush_ms` (lua/touchLive-2.lua), each with its age, so the
-time written is the time it was acknowledged, whatever the workers' clocks.
+broker it heard from per `heartbeat_flush_ms` (lua/touchLive-1.lua: one `ZADD live XX GT` per 2 000 brokers),
+each with its age, so the time written is the time it was acknowledged, whatever the workers' clocks. A batch goes
+in calls sized by their Redis time (service/store/steps.py: about 5 ms each, against DESIGN §9's 20 ms bound),
+not by a fixed count.
 
 What an acknowledgement means (docs/deviations.md): the heartbeat reaches Redis within `heartbeat_flush_ms` while
 the worker lives and Redis answers (a failed write is kept and retried with the next one); a worker SIGKILLed
@@ -26,15 +28,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from service.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
-MAX_PER_CALL = 2000  # heartbeats per script call: each costs Redis ~1 µs, so a call stays well under a millisecond
+FIXED_STEP = 2000  # heartbeats per script call when the writer sizes no steps (tests, a bare write callable)
 
 
 class LivenessBatch:
     """The heartbeats one worker acknowledged and has not written yet."""
 
     def __init__(self, write: Callable[[Sequence[tuple[str, str, int]]], Awaitable[int]], interval_ms: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, step: Callable[[], int] | None = None) -> None:
         self._write = write
+        self._step = step or (lambda: FIXED_STEP)  # heartbeats in the next call (the store's, sized by time)
         self.interval = interval_ms / 1000
         self._clock = clock
         self._pending: dict[tuple[str, str], float] = {}  # (cluster, brokerAddr) -> when acknowledged
@@ -58,9 +61,10 @@ class LivenessBatch:
         beats = [(c, a, int((now - at) * 1000)) for (c, a), at in taken.items()]
         done = 0
         try:
-            for i in range(0, len(beats), MAX_PER_CALL):
-                await self._write(beats[i:i + MAX_PER_CALL])
-                done = i + MAX_PER_CALL
+            while done < len(beats):
+                n = max(1, self._step())
+                await self._write(beats[done:done + n])
+                done += n
         except BaseException:
             for key, at in list(taken.items())[done:]:
                 if self._pending.get(key, -1.0) < at:

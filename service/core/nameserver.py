@@ -78,7 +78,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
         self._not_ready_until = 0.0
         self._heartbeats: Coalescer[tuple[str, str, DataVersion | None], HeartbeatResult] = Coalescer(
             store.heartbeat_many)
-        self.liveness = LivenessBatch(store.touch_live, settings.heartbeat_flush_ms, clock)
+        self.liveness = LivenessBatch(store.touch_live, settings.heartbeat_flush_ms, clock, store.touch_live_step)
         self.routes = RouteCache(store.change_events, store.version, staleness_ms=settings.route_cache_staleness_ms,
                                  enabled=settings.route_cache, on_config=self.reload_shared_config, clock=clock,
                                  max_entries=settings.route_cache_max_entries,

@@ -259,12 +259,19 @@ class RouteStore(KvTables, RegistryStats, ChangeEvents):
 
     async def touch_live(self, beats: Sequence[tuple[str, str, int]], now: int | None = None) -> int:
         """A batch of acknowledged BROKER_HEARTBEATs, (cluster, brokerAddr, age ms) each (service/core/liveness.py):
-        live entries move forward to now - age, never back; gone ones stay gone. How many moved."""
-        args: list[Any] = ["" if now is None else now, self.default_timeout_ms]
+        live entries move forward to now - age, never back; gone ones stay gone. How many moved. Its Redis time
+        sizes the next batch (`touch_live_step`)."""
+        args: list[Any] = ["" if now is None else now]
         for cluster, addr, age in beats:
-            args += [cluster, addr, max(0, int(age))]
-        (n,) = await self._run("touchLive", self._fixed["touchLive"], *args, deadline=self.limits.bulk(len(beats)))
+            args += [f"{cluster}|{addr}", max(0, int(age))]
+        n, elapsed = await self._run("touchLive", self._fixed["touchLive"], *args,
+                                     deadline=self.limits.bulk(len(beats)))
+        self.steps.touch.took(len(beats), int(elapsed))
         return int(n)
+
+    def touch_live_step(self) -> int:
+        """Heartbeats per touch_live call: what lands near a step's Redis time on this Redis (steps.py)."""
+        return self.steps.touch.topics()
 
     async def unregister_broker(self, ident: BrokerIdentity) -> int:
         """0: address was not a member; 1: broker removed; 2: broker reduced. A broker with more topics than

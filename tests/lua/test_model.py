@@ -244,12 +244,23 @@ def make_machine(connect):
             if expected is not None:
                 assert res.data_version == DataVersion(*expected)
 
-        @rule(c=st.sampled_from(CLUSTERS), a=st.sampled_from(ADDRS), dt=st.integers(0, 3000))
-        def beat(self, c, a, dt):
+        @rule(c=st.sampled_from(CLUSTERS), a=st.sampled_from(ADDRS), dt=st.integers(0, 3000),
+              pick=st.integers(0, 1000))
+        def beat(self, c, a, dt, pick):
             """A BROKER_HEARTBEAT acknowledged from memory (service/core/liveness.py): written by `write_beats`,
-            with every other operation possibly in between."""
+            with every other operation possibly in between. Mostly from a live broker (a drawn pair rarely is one)."""
             self.now += dt
+            if pick % 4 and self.model.live:
+                c, a = sorted(self.model.live)[pick % len(self.model.live)]
             self.beats[(c, a)] = self.now
+
+        @rule(pick=st.integers(0, 1000), dt=st.integers(0, 3000), age=st.integers(0, 50))
+        def live_broker_beats(self, pick, dt, age):
+            """A live broker's heartbeat acknowledged and written with the next batch, nothing in between (a broker
+            that keeps heartbeating outlives its registration's deadline: only the expiry scan repairs it)."""
+            if self.model.live:
+                self.beat(*sorted(self.model.live)[pick % len(self.model.live)], dt, 0)
+                self.write_beats(age)
 
         @rule(dt=st.integers(0, 3000))
         def write_beats(self, dt):
@@ -277,8 +288,19 @@ def make_machine(connect):
         def expire(self, dt):
             self.now += dt
             gone = self.model.expire(self.now)
+            due = self.run(self.store.redis.zcount(self.store.keys.deadlines, "-inf", f"({self.now}"))
             res = self.run(self.store.expire_all(batch=2, now=self.now))
             assert sorted((c, a) for c, a, _ in res.expired) == sorted(gone)
+            if due > len(gone):  # deadlines are candidates: touchLive-1 moves only the live score
+                event("expiry kept brokers past a stale deadline and repaired it")
+
+        @rule(extra=st.integers(1, 50))
+        def expire_past_the_next_deadline(self, extra):
+            """The scan just past the earliest deadline, where a stale one (the broker heartbeated in batches since)
+            must be repaired and a true one expired."""
+            first = self.run(self.client.zrange(self.store.keys.deadlines, 0, 0, withscores=True))
+            if first and int(first[0][1]) + extra > self.now:
+                self.expire(int(first[0][1]) + extra - self.now)
 
         @rule(t=st.sampled_from(TOPICS), c=st.sampled_from([None, *CLUSTERS]))
         def delete_topic(self, t, c):

@@ -435,6 +435,54 @@ async def test_scan_rechecks_live_score(ns):
     assert await ns.get_route("TestTopic") is not None
 
 
+async def test_batched_heartbeats_alone_keep_a_broker_past_its_first_deadline(ns):
+    """touchLive-1 moves only the live score (no deadline per heartbeat): a broker heartbeating only that way is
+    found due at its registration's deadline, re-checked and kept, its deadline repaired to last + timeout; once
+    it stops it expires exactly at its last heartbeat + timeout, not before."""
+    await ns.register_broker(broker(timeout=30_000), now=T0)
+    member = live_member(CLUSTER, MASTER)
+    for at in range(T0 + 10_000, T0 + 100_001, 10_000):  # every 10 s, written 5 ms after acknowledged
+        assert await ns.touch_live([(CLUSTER, MASTER, 5)], now=at + 5) == 1
+        assert await ns.redis.zscore(ns.keys.live, member) == at
+        assert await ns.redis.zscore(ns.keys.deadlines, member) <= at + 30_000  # a candidate, never later
+        assert (await ns.expire(now=at + 5)).expired == []
+    last = T0 + 100_000
+    assert await ns.redis.zscore(ns.keys.deadlines, member) > T0 + 30_000  # repaired by the scans on the way
+    assert (await ns.expire(now=last + 30_000)).expired == []  # Java: last + timeout < now
+    assert await ns.get_route("TestTopic") is not None
+    assert (await ns.expire(now=last + 30_001)).expired == [(CLUSTER, MASTER, BROKER)]
+    assert await ns.get_route("TestTopic") is None
+
+
+async def test_a_scan_long_after_the_deadline_keeps_a_broker_the_batches_kept_alive(ns):
+    """No scan ran between the registration's deadline and now (one scan per tick, a lease moving, a pause):
+    the stale deadline is only a candidate, the live score decides."""
+    await ns.register_broker(broker(timeout=30_000), now=T0)
+    await ns.touch_live([(CLUSTER, MASTER, 0)], now=T0 + 25_000)
+    await ns.touch_live([(CLUSTER, MASTER, 0)], now=T0 + 50_000)
+    member = live_member(CLUSTER, MASTER)
+    assert await ns.redis.zscore(ns.keys.deadlines, member) == T0 + 30_000  # untouched by the batches
+    assert (await ns.expire(now=T0 + 79_000)).expired == []
+    assert await ns.redis.zscore(ns.keys.deadlines, member) == T0 + 80_000
+    assert (await ns.expire(now=T0 + 80_001)).expired == [(CLUSTER, MASTER, BROKER)]
+
+
+async def test_a_batch_of_many_heartbeats_goes_in_several_zadds(store):
+    """More members than one ZADD of touchLive-1 takes (2 000: unpack's limit), live and gone ones mixed. The live
+    table is filled directly (the script reads nothing else), so no invariants are checked here."""
+    live = [f"10.1.{i // 250}.{i % 250}:10911" for i in range(2_500)]
+    await store.redis.zadd(store.keys.live, {live_member(CLUSTER, a): T0 for a in live})
+    gone = [f"10.9.{i // 250}.{i % 250}:10911" for i in range(2_000)]
+    mixed = [a for pair in zip(live[:2_000], gone, strict=True) for a in pair] + live[2_000:]
+    beats = [(CLUSTER, a, 100) for a in mixed]
+    assert await store.touch_live(beats, now=T0 + 20_100) == 2_500
+    scores = dict(await store.redis.zrange(store.keys.live, 0, -1, withscores=True))
+    assert len(scores) == 2_500 and set(scores.values()) == {T0 + 20_000}
+    assert await store.touch_live(beats, now=T0 + 20_100) == 0  # the same time again moves nothing
+    assert await store.touch_live([(CLUSTER, live[0], 200)], now=T0 + 20_100) == 0  # nor an earlier one
+    assert await store.redis.zscore(store.keys.live, live_member(CLUSTER, live[0])) == T0 + 20_000
+
+
 async def test_scan_bounded_batches(ns):
     for i in range(5):
         await ns.register_broker(broker(name=f"B{i}", addr=f"127.0.0.{i + 1}:10911", timeout=1_000),

@@ -1,4 +1,4 @@
-"""BROKER_HEARTBEATs acknowledged from memory and written in batches (service/core/liveness.py, lua/touchLive-2.lua):
+"""BROKER_HEARTBEATs acknowledged from memory and written in batches (service/core/liveness.py, lua/touchLive-1.lua):
 what a write does to Redis (time = now - age, never back, never a revival), what a failed write keeps, what a stop
 writes (the native door's hot path for them: tests/remoting/test_heartbeat_door.py)."""
 
@@ -41,7 +41,8 @@ async def test_a_write_dates_each_heartbeat_by_its_age_and_never_moves_a_time_ba
     await register(store)
     assert await store.touch_live([("C", "10.0.0.1:1", 250)], now=1_010_000) == 1
     assert await score(store) == 1_009_750
-    assert await store.redis.zscore(store.keys.deadlines, "C|10.0.0.1:1") == 1_009_750 + 120_000
+    # the expiry index is not written per heartbeat: the registration's deadline stays, a candidate (expireBrokers)
+    assert await store.redis.zscore(store.keys.deadlines, "C|10.0.0.1:1") == 1_000_000 + 120_000
     await register(store, now=1_020_000)  # a registration later than the heartbeat below
     assert await store.touch_live([("C", "10.0.0.1:1", 15_000)], now=1_030_000) == 0
     assert await score(store) == 1_020_000
@@ -104,3 +105,40 @@ async def test_a_stop_writes_what_is_pending(store):
     before = await score(store)
     await batch.stop()
     assert await score(store) > before
+
+
+async def test_a_flush_goes_in_calls_of_the_size_the_writer_asks_and_keeps_what_it_did_not_write():
+    clock = Clock()
+    written: list[list[tuple[str, str, int]]] = []
+    failed: list[bool] = []
+    sizes = iter([2, 3, 1, 5])
+
+    async def write(beats):
+        if len(written) == 2 and not failed:
+            failed.append(True)
+            raise StoreUnavailable("Redis is down")
+        written.append(list(beats))
+        return len(beats)
+
+    batch = LivenessBatch(write, 1000, clock, step=lambda: next(sizes))
+    for i in range(7):
+        batch.record("C", f"{i}:1")
+    with pytest.raises(StoreUnavailable):
+        await batch.flush()
+    assert [len(w) for w in written] == [2, 3]
+    assert len(batch) == 2  # the third call's and the one after it
+    assert await batch.flush() == 2
+    assert sorted(a for _, a, _ in written[2]) == ["5:1", "6:1"]
+
+
+async def test_the_store_sizes_its_heartbeat_calls_by_their_redis_time(store):
+    """touch_live reports each call's Redis time to the touch sizer (steps.py): a slow call shrinks the next."""
+    from service.store.calls import StoreLimits
+
+    store.limits = StoreLimits(adaptive_steps=True)
+    assert store.touch_live_step() == 2_000  # before anything was measured
+    await register(store)
+    await store.touch_live([("C", "10.0.0.1:1", 0)] * 10, now=1_010_000)
+    assert store.steps.touch.us_per_topic is not None
+    store.steps.touch.took(2_000, 40_000)  # 20 µs a heartbeat: 5 ms is 250
+    assert store.touch_live_step() == 250
