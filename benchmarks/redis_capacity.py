@@ -10,6 +10,8 @@ bench's own; INFO commandstats gives the Redis-side execution time per call. Ope
 - registerBroker of the same bytes again (what every stock broker sends every 30 s: the unchanged path, decided
   by digest), 100, 1 000 and 100 000 topics;
 - heartbeat batches of 1 and 50 brokers (the workers coalesce concurrent heartbeats into one call);
+- a touchLive batch of 2 000 brokers: how every BROKER_HEARTBEAT and every unchanged registration answered from
+  memory reaches Redis (service/core/liveness.py), so what a broker's liveness costs Redis in a fleet;
 - getRoute of a topic on 2 brokers (a route-cache miss: caches absorb repeated reads).
 
 A registration whose topics all changed costs more (about 3 ms of Redis time for 1 000 topics): store_bench
@@ -37,8 +39,10 @@ from benchmarks.harness import PREFIX, RESULTS, BenchRedis, environment, write_j
 from service.models import DataVersion, RegisterBroker, TopicConfig
 from service.store import RouteStore
 
-SIZES = {"full": {"requests": 20_000, "topics": [100, 1000], "batch": [1, 50], "same_bytes": [100, 1000, 100_000]},
-         "tiny": {"requests": 200, "topics": [10], "batch": [1, 5], "same_bytes": [10]}}
+SIZES = {"full": {"requests": 20_000, "topics": [100, 1000], "batch": [1, 50], "same_bytes": [100, 1000, 100_000],
+                  "touch": 2000},
+         "tiny": {"requests": 200, "topics": [10], "batch": [1, 5], "same_bytes": [10], "touch": 20}}
+TOUCH_REQUESTS = 1 / 20  # of the requests: a touchLive call of 2 000 brokers takes milliseconds
 BROKER_EVERY_S = 30  # RocketMQ brokers register (full topic table) every 30 s
 TARGET_UTILIZATION = 0.5  # leave half the primary for bursts, expiry scans, snapshots, failover catch-up
 
@@ -81,15 +85,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         assert bench.client is not None
         await bench.client.config_set("slowlog-log-slower-than", -1)  # commandstats only: the slow log costs
 
-        async def case(name: str, per_broker_every_s: float | None, prepare: Any, notes: str = "") -> None:
+        async def case(name: str, per_broker_every_s: float | None, prepare: Any, notes: str = "",
+                       calls: int = requests) -> None:
             await prepare()
             captured = store.last
             await bench.client.config_resetstat()
-            rps = replay(port, captured, requests)
+            rps = replay(port, captured, calls)
             stats = await bench.client.info("commandstats")
             usec = float(stats["cmdstat_evalsha"]["usec_per_call"])
             row: dict[str, Any] = {"case": name, "calls_per_s": round(rps), "redis_usec_per_call": round(usec, 1),
-                                   "requests": requests, "notes": notes}
+                                   "requests": calls, "notes": notes}
             if per_broker_every_s:
                 row["brokers_at_50pct"] = int(rps * TARGET_UTILIZATION * per_broker_every_s)
             results.append(row)
@@ -120,6 +125,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
             await case(f"heartbeat, batch of {b}", BROKER_EVERY_S / b if b == 1 else None, beats,
                        notes="" if b == 1 else f"{b} brokers per call")
+        touched = [f"10.7.{i // 250}.{i % 250}:10911" for i in range(size["touch"])]
+        for i, addr in enumerate(touched):
+            await store.register_broker(RegisterBroker(cluster="Cap", broker_name=f"tl{i}", broker_id=0,
+                                                       broker_addr=addr, ha_server_addr="", topics={}))
+
+        async def touch() -> None:  # ages spread over a flush period; replayed, each call dates them by Redis's TIME
+            assert await store.touch_live([("Cap", addr, i % 1000) for i, addr in enumerate(touched)]) > 0
+
+        await case(f"touchLive, batch of {len(touched)} (heartbeats and unchanged registrations, batched)", None,
+                   touch, notes=f"{len(touched)} brokers per call",
+                   calls=max(min(requests, 200), int(requests * TOUCH_REQUESTS)))
         await store.register_broker(broker("route-a", 10, 1, "10.5.0.1:10911"))
         await store.register_broker(broker("route-b", 10, 1, "10.5.0.2:10911"))
 

@@ -6,7 +6,8 @@ benchmarks/results/ so it can be re-made after every re-measurement.
     python -m benchmarks.sizing --check    # exit 1 if any of those would change (nothing written)
 
 Reads peers.json (CPU per request on the native door, ours with 1 worker, Redis apart), redis-capacity.json (a
-broker's liveness in the worker's batch: the heartbeat batch of 50), register.json (plain registration bodies'
+broker's liveness in the worker's batch: the touchLive batch, or the heartbeat batch of 50 in results measured
+before it had that case), register.json (plain registration bodies'
 bytes per topic), http.json (Redis bytes per entry at 1 000 topics × 100 brokers), write-profiles.json (the change
 events' share of a mixed load: applying a change to cached routes) and fleet.json (a whole fleet: its CPU per
 simulated minute, which calibrates the formula, and its memory). The formula is service/core/capacity.py; the
@@ -66,6 +67,16 @@ def failed_share(server: dict) -> float:
     return bad / sent if sent else 1.0
 
 
+def liveness_case(cap: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The redis_capacity row a broker's liveness is priced by, and its brokers per call: the touchLive batch (how
+    every heartbeat and unchanged registration reaches Redis), else (results measured before that case) the
+    heartbeat batch of 50."""
+    for r in cap["results"]:
+        if r["case"].startswith("touchLive, batch of "):
+            return r, int(r["case"].split()[3])
+    return next(r for r in cap["results"] if r["case"] == "heartbeat, batch of 50"), 50
+
+
 def derive() -> tuple[Model, dict[str, Any]]:
     """The model's parameters from the results, and the measured points they come from."""
     peers, cap, reg, http, prof, fleet = (load(n) for n in ("peers.json", "redis-capacity.json", "register.json",
@@ -78,8 +89,8 @@ def derive() -> tuple[Model, dict[str, Any]]:
     changed = [ours(peers, f"register {n} topics, changed (103)") for n in (100, 1000)]
     hb_worker, _ = ours(peers, "heartbeat (904)")
     read_worker, _ = ours(peers, "route read (105)")
-    batch = next(r for r in cap["results"] if r["case"] == "heartbeat, batch of 50")
-    liveness = batch["redis_usec_per_call"] / 50
+    batch, per = liveness_case(cap)
+    liveness = batch["redis_usec_per_call"] / per
     plain = {r["topics"]: r["body_bytes"] for r in reg["results"] if r["form"] == "plain"}
     zipped = {r["topics"]: r["body_bytes"] for r in reg["results"] if r["form"] == "compressed"}
     body_per_topic = (plain[1000] - plain[100]) / 900
@@ -91,8 +102,8 @@ def derive() -> tuple[Model, dict[str, Any]]:
     basis = {
         "per request": f"benchmarks.peers, {OURS1} (git {peers['git_sha']}, {peers['date']}, "
                        f"{peers['machine']['summary']})",
-        "liveness in Redis": f"benchmarks.redis_capacity, heartbeat batch of 50: {batch['redis_usec_per_call']} µs "
-                             f"(git {cap['git']['sha'][:10]})",
+        "liveness in Redis": f"benchmarks.redis_capacity, {batch['case'].split(' (')[0].replace(', ', ' ', 1)}: "
+                             f"{batch['redis_usec_per_call']} µs (git {cap['git']['sha'][:10]})",
         "registration bytes": f"benchmarks.register_bench, plain bodies: {plain[100]:,} B at 100 topics, "
                               f"{plain[1000]:,} B at 1 000; zipped {zipped.get(100, 0):,} and {zipped.get(1000, 0):,} "
                               f"B (git {reg['git_sha']})",

@@ -33,6 +33,7 @@ def test_redis_capacity_tiny(tmp_path):
                      "registerBroker, 10 topics, the same bytes again (unchanged: decided by digest, no topic "
                      "touched)",
                      "heartbeat, batch of 1", "heartbeat, batch of 5",
+                     "touchLive, batch of 20 (heartbeats and unchanged registrations, batched)",
                      "getRoute, topic on 2 brokers (route-cache miss)"]
     assert all(r["calls_per_s"] > 0 and r["redis_usec_per_call"] > 0 for r in doc["results"])
 

@@ -120,3 +120,18 @@ def test_sizing_calibrates_on_a_fleet_day_that_was_not_overloaded():
     for name, s in days.items():
         if name not in clean:
             assert f"{name} not used, {sizing.failed_share(s):.1%}" in model.basis["fleet"]
+
+
+def test_a_brokers_liveness_is_priced_by_the_touchlive_batch_when_measured():
+    """The batched path (every heartbeat and unchanged registration) once redis_capacity measured it; older results
+    keep the heartbeat batch of 50."""
+    from benchmarks import sizing
+
+    old = {"results": [{"case": "heartbeat, batch of 1", "redis_usec_per_call": 7.0},
+                       {"case": "heartbeat, batch of 50", "redis_usec_per_call": 190.0}]}
+    row, per = sizing.liveness_case(old)
+    assert (row["redis_usec_per_call"], per) == (190.0, 50)
+    new = {"results": [*old["results"], {"case": "touchLive, batch of 2000 (heartbeats and unchanged registrations, "
+                                                 "batched)", "redis_usec_per_call": 1500.0}]}
+    row, per = sizing.liveness_case(new)
+    assert (row["redis_usec_per_call"], per) == (1500.0, 2000)
