@@ -32,6 +32,7 @@ PLANTED = {p.name: p for p in [
     Planted("heartbeat-never-written", "flush-lag", "an acknowledged heartbeat never written"),
     Planted("memory-answer-kept", "broker-pause", "an answer from memory kept past a change to its broker"),
     Planted("expiry-ignores-pending", "flush-lag", "an expiry that ignores heartbeats still on their way"),
+    Planted("expiry-trusts-deadline", "flush-lag", "an expiry that trusts a deadline the batched heartbeats outran"),
     Planted("fill-keeps-stale", "hot-topics", "a cache fill that keeps a route read before a change"),
 ]}
 # the rest: python -m tests.robustness --planted all (memory-answer-kept's failing history is re-checked in CI too)

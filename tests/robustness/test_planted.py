@@ -19,7 +19,8 @@ def test_every_planted_bug_applies_to_this_tree():
     for name in PLANTED:
         tree = tree_with(name)
         try:
-            assert "PLANTED" in "".join(p.read_text() for p in (tree / "service").rglob("*.py"))
+            planted = [*(tree / "service").rglob("*.py"), *(tree / "lua").rglob("*.lua")]
+            assert "PLANTED" in "".join(p.read_text() for p in planted)
         finally:
             shutil.rmtree(tree)
 
