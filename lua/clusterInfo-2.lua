@@ -7,7 +7,9 @@
   ARGV: none
   Returns:
     {{{brokerName, cluster, enableActingMaster, zoneName|"", {id, addr, ...}}, ...},
-     {{cluster, {brokerName, ...}}, ...}}
+     {{cluster, {brokerName, ...}}, ...}, civer|""}
+    civer: {P}:civer as these tables reflect it (read in the same script), which every change to them renews:
+    a worker keeps its copy while a GET of it answers the same (service/core/cluster_infos.py)
   Side effects: none. Cost O(brokers); clusters are few by nature.
 ]]
 local rcall = redis.call
@@ -25,4 +27,4 @@ local clusters = {}
 for _, c in ipairs(rcall("SMEMBERS", K.clusters)) do
   clusters[#clusters + 1] = { c, rcall("SMEMBERS", base .. "c:" .. c) }
 end
-return { brokers, clusters }
+return { brokers, clusters, rcall("GET", base .. "civer") or "" }

@@ -72,7 +72,8 @@
     "digest|topic token" when the broker's queue data are now exactly its table (every topic compared: a new data
     version, a first registration, a delta that changed nothing it skips; a slave's: none to keep), else none.
     Publishes changed topics on {prefix}:changes, and "!brokerName" unless unchanged (the worker's answers to
-    unchanged registrations of the broker end).
+    unchanged registrations of the broker end). Renews {P}:civer when what clusterInfo shows changed (a new
+    broker, cluster or member, an address, the acting-master flag, the zone; never for the same registration).
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -174,9 +175,10 @@ local prev_name = rcall("HGET", kl, "name")
 if prev_name and prev_name ~= name then remove_addr(base, K, cluster, prev_name, addr, ch) end
 
 -- Steps 1-3: cluster membership, BrokerData, acting-master flag and zone (overwritten every time).
-rcall("SADD", K.clusters, cluster)
-rcall("SADD", base .. "c:" .. cluster, name)
-rcall("SADD", K.brokers, name)
+if rcall("SADD", K.clusters, cluster) + rcall("SADD", base .. "c:" .. cluster, name) + rcall("SADD", K.brokers, name)
+    > 0 then
+  cluster_info_changed(base)
+end
 local register_first = not owner
 local broker_changed = register_first
 if register_first then rcall("HSET", kb, "cluster", cluster) end
@@ -193,6 +195,7 @@ if zone ~= "" then
 elseif rcall("HDEL", kb, "zoneName") == 1 then
   broker_changed = true
 end
+if broker_changed then cluster_info_changed(base) end  -- filter servers (below) are not in the cluster info
 
 -- Step 5: slave -> master switch, one id per address.
 local flat = rcall("HGETALL", kba)
@@ -201,6 +204,7 @@ for i = 1, #flat, 2 do
   if flat[i + 1] == addr and flat[i] ~= id then
     rcall("HDEL", kba, flat[i])
     broker_changed = true
+    cluster_info_changed(base)
   else
     addrs[flat[i]] = flat[i + 1]
   end
@@ -226,6 +230,7 @@ if old ~= addr then
   rcall("HSET", kba, id, addr)
   addrs[id] = addr
   broker_changed = true
+  cluster_info_changed(base)
   if old then drop_live(base, K, cluster, old, ch, name) end
 end
 register_first = register_first or (not old)

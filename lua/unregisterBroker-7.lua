@@ -20,8 +20,9 @@
               2 = broker reduced (other ids remain; acting-master rule may clear WRITE)
   Side effects:
     removes liveness and filter servers of (cluster, addr); every id whose address is brokerAddr
-    (RocketMQ #5374). Publishes the broker's topics on {prefix}:changes. Cost O(the broker's topics), or O(1) past
-    the sweep bound: then "@brokerName" is published and the sweeps it returns do the rest in bounded steps.
+    (RocketMQ #5374); renews {P}:civer (the cluster info changed). Publishes the broker's topics on
+    {prefix}:changes. Cost O(the broker's topics), or O(1) past the sweep bound: then "@brokerName" is published
+    and the sweeps it returns do the rest in bounded steps.
 ]]
 local rcall = redis.call
 --- @include "includes/common"

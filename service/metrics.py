@@ -58,6 +58,8 @@ class Metrics:
         r.register(self.watches)
         self.writes = WriteShortcuts()
         r.register(self.writes)
+        self.cluster_info_reads = ClusterInfoReads()
+        r.register(self.cluster_info_reads)
 
     def heartbeat(self, known: bool) -> None:
         (self._hb_known if known else self._hb_unknown).inc()
@@ -72,6 +74,7 @@ class Metrics:
         """The exposition; `ns` (the NameServer) adds its batched liveness and memory answers."""
         if ns is not None:
             self.writes.ns = ns
+            self.cluster_info_reads.ns = ns
         if cache is not None:
             self.cache_hits.set(cache.hits)
             self.cache_misses.set(cache.misses)
@@ -330,6 +333,22 @@ class WriteShortcuts:
         yield CounterMetricFamily("namesrv_route_cache_missed_events", "change events the version poll found "
                                   "missing (each one flushed the cache)",
                                   value=routes.missed_events if routes is not None else 0)
+
+
+class ClusterInfoReads:
+    """Cluster info reads of this worker (service/core/cluster_infos.py): from its copy, or by clusterInfo."""
+
+    def __init__(self) -> None:
+        self.ns: Any = None
+
+    def collect(self) -> Iterator[Metric]:
+        copies = self.ns.cluster_infos if self.ns is not None else None
+        reads = CounterMetricFamily("namesrv_cluster_info_reads", "cluster info reads (106, GET /v1/cluster-info, "
+                                    "the console): answered from the worker's copy after one GET of its version, "
+                                    "or clusterInfo calls in Redis (concurrent misses share one)", labels=["result"])
+        reads.add_metric(["copy"], copies.hits if copies is not None else 0)
+        reads.add_metric(["redis"], copies.calls if copies is not None else 0)
+        yield reads
 
 
 class WatchStats:

@@ -185,6 +185,21 @@ local function topics_touched(base, broker_name)
   rcall("HSET", ktg, broker_name, rcall("HINCRBY", ktg, "#", 1))
 end
 
+-- Something GET_BROKER_CLUSTER_INFO shows changed (a broker's addresses, its name or cluster, its acting-master flag
+-- or zone): renew {P}:civer, against which workers keep their copy of the cluster info (service/core/cluster_infos.py;
+-- clusterInfo returns it with the tables). Once per script, and only from writes that changed something: a fleet
+-- re-registering the same every 30 s leaves it alone. The new value is above the old one and above Redis TIME in
+-- µs, so a value never comes back with other tables: not after a flush, nor a restart from an older save.
+local cluster_info_renewed = false
+local function cluster_info_changed(base)
+  if cluster_info_renewed then return end
+  cluster_info_renewed = true
+  local k = base .. "civer"
+  local t = rcall("TIME")
+  local v = math.max(tonumber(rcall("GET", k) or "0") + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  rcall("SET", k, string.format("%.0f", v))
+end
+
 -- Whether `broker_name`'s queue data of topic `t` counts: the topic is in its reverse index. A field of t:<topic>
 -- outside it is a leftover of a removal still being swept (sweepBroker-3): no reader may see it.
 local function serves(base, broker_name, t)

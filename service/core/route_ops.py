@@ -4,11 +4,12 @@ member groups, and the topic admin writes (delete, register, write permissions).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from service.config import Settings
 from service.core.access import Access, Principal, Role
+from service.core.cluster_infos import ClusterInfos
 from service.core.route_cache import RouteCache, RouteEntry
 from service.errors import Disabled, InvalidArgument, NotReady
 from service.models import (
@@ -24,16 +25,18 @@ from service.models import (
 from service.store import RouteStore
 
 TOPIC_LIST_KINDS = ("all", "cluster", "system", "unit", "unitsub", "unitsub-ununit")
+T = TypeVar("T")
 
 
 class RouteOps:
-    """Routes and topics, for a NameServer with `access`, `settings`, `store`, `routes` (the route cache), a
-    `_clock`, `_not_ready_until` and `_changed`."""
+    """Routes and topics, for a NameServer with `access`, `settings`, `store`, `routes` (the route cache),
+    `cluster_infos` (its copy of the cluster info), a `_clock`, `_not_ready_until` and `_changed`."""
 
     access: Access
     settings: Settings
     store: RouteStore
     routes: RouteCache
+    cluster_infos: ClusterInfos
     _clock: Callable[[], float]
     _not_ready_until: float
     _changed: Callable[[Iterable[str] | None], None]
@@ -77,8 +80,14 @@ class RouteOps:
                                              order_message_enable=s.order_message_enable)
 
     async def cluster_info(self, who: Principal) -> ClusterInfo:
+        """RocketMQ 106, from the worker's copy while the registry's cluster-info version holds (shared: read only)."""
         self.access.require(who, Role.READ)
-        return await self.store.cluster_info()
+        return (await self.cluster_infos.get()).info
+
+    async def encoded_cluster_info(self, who: Principal, door: Hashable, encode: Callable[[ClusterInfo], T]) -> T:
+        """The cluster info as `door` encodes it, made once per version of it (10 000 brokers: ~17 ms a time)."""
+        self.access.require(who, Role.READ)
+        return (await self.cluster_infos.get()).encoding(door, encode)
 
     async def topic_list(self, who: Principal, kind: str = "all", cluster: str | None = None) -> TopicList:
         """RocketMQ 206 (all), 224 (cluster), 304 (system), 311-313 (unit kinds), with their switches."""

@@ -13,7 +13,7 @@ from service.core.route_cache import RouteEntry, content_tag
 from service.core.watch import Seen, long_poll
 from service.errors import InvalidArgument, TopicNotExist, Unauthorized
 from service.http.errors import BodyTimeout
-from service.models import TopicRouteData, obj
+from service.models import ClusterInfo, TopicRouteData, obj
 
 NS = web.AppKey("nameserver", NameServer)
 JSON = "application/json"
@@ -204,9 +204,13 @@ async def _topic_route_query(request: web.Request, ns: NameServer, who: Principa
 
 
 async def cluster_info(request: web.Request) -> web.Response:
-    body = orjson.dumps((await request.app[NS].cluster_info(principal(request))).to_dict(),
-                        option=orjson.OPT_NON_STR_KEYS)
-    return tagged(body, content_tag(body), request.headers.get(hdrs.IF_NONE_MATCH))
+    body, tag = await request.app[NS].encoded_cluster_info(principal(request), "http", _cluster_info_body)
+    return tagged(body, tag, request.headers.get(hdrs.IF_NONE_MATCH))
+
+
+def _cluster_info_body(info: ClusterInfo) -> tuple[bytes, str]:
+    body = orjson.dumps(info.to_dict(), option=orjson.OPT_NON_STR_KEYS)
+    return body, content_tag(body)
 
 
 async def all_topics(request: web.Request) -> web.Response:

@@ -13,7 +13,7 @@ from typing import Any
 
 from service.core import NameServer, Principal
 from service.errors import BrokerNotFound, InvalidArgument, NamesrvError
-from service.models import BrokerIdentity, RegisterBroker, bool_text, int_text
+from service.models import BrokerIdentity, ClusterInfo, RegisterBroker, bool_text, int_text
 from service.remoting import codes, fastjson
 from service.remoting.bodies import (
     V5_0_0,
@@ -255,7 +255,11 @@ async def member_group(call: Call) -> Reply:
 
 @handles(codes.GET_BROKER_CLUSTER_INFO)
 async def cluster_info(call: Call) -> Reply:
-    return Reply(body=dumps((await call.ns.cluster_info(call.who)).to_dict()))
+    return Reply(body=await call.ns.encoded_cluster_info(call.who, "remoting", _cluster_info_body))
+
+
+def _cluster_info_body(info: ClusterInfo) -> bytes:
+    return dumps(info.to_dict())
 
 
 async def _topic_list(call: Call, kind: str, cluster: str | None = None) -> Reply:

@@ -52,6 +52,10 @@ class Keys:
         return self.base + "ver"
 
     @property
+    def cluster_info_version(self) -> str:  # STRING, renewed by every change to what cluster info shows
+        return self.base + "civer"
+
+    @property
     def kv_namespaces(self) -> str:  # SET of KV namespaces (an emptied namespace is kept, as in Java)
         return self.base + "kvns"
 

@@ -393,11 +393,22 @@ class RouteStore(KvTables, RegistryStats, ChangeEvents):
                                _flag(order_message_enable), budget, *topics)
 
     async def cluster_info(self) -> ClusterInfo:
-        brokers, clusters = await self._run("clusterInfo", self._fixed["clusterInfo"])
-        return ClusterInfo(
+        return (await self.cluster_info_at())[0]
+
+    async def cluster_info_at(self) -> tuple[ClusterInfo, str | None]:
+        """The cluster info and the {P}:civer it reflects (None: never renewed), read in one script."""
+        brokers, clusters, version = await self._run("clusterInfo", self._fixed["clusterInfo"])
+        info = ClusterInfo(
             broker_addr_table={b[0]: _broker_data(*b[:5]) for b in brokers},
             cluster_addr_table={c: sorted(members) for c, members in clusters},
         )
+        return info, str(version) if version else None
+
+    @bounded()
+    async def cluster_info_version(self) -> str | None:
+        """{P}:civer now (one GET): a copy of the cluster info read at this value is still the registry's."""
+        version = await self.redis.get(self.keys.cluster_info_version)
+        return str(version) if version else None
 
     async def topic_list(self, mode: str = "all", page: int = 1000) -> list[str]:
         """All topics, or those whose first queue data has the unit / unit-sub flags; paged, bounded calls."""

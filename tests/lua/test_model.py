@@ -17,6 +17,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 
+from service.core.cluster_infos import ClusterInfos
 from service.errors import BrokerNameConflict, BrokerNotFound, CrossClusterRefused
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore, sweeps
@@ -68,6 +69,10 @@ def make_machine(connect):
                                       limits=StoreLimits(chunk_topics=3))
             self.store.reads.budget = route_budget  # queue data a getRoutes call reads before leaving the rest
             self.store.held = []
+            # a worker's copy of the cluster info, kept across steps: a script that changed what it shows without
+            # renewing {P}:civer leaves the copy stale, and the invariant below sees it differ from the model
+            self.cluster_infos = ClusterInfos(self.store.cluster_info_version, self.store.cluster_info_at)
+            self.shown: tuple[object, str | None] | None = None  # the cluster info and civer at the last check
             self.beats: dict[tuple[str, str], int] = {}  # BROKER_HEARTBEATs acknowledged, not yet written
             self.model = RouteModel()
             self.now = 1_000_000
@@ -385,7 +390,14 @@ def make_machine(connect):
             for t, got in zip(TOPICS, self.run(gather(*reads)), strict=True):
                 want = self.model.route(t, support_acting_master=sam, order=True)
                 assert (jsonable(got) if got else None) == want, (t, got, want)
-            assert jsonable(self.run(self.store.cluster_info())) == self.model.cluster_info()
+            info = self.model.cluster_info()
+            assert jsonable(self.run(self.store.cluster_info())) == info
+            assert jsonable(self.run(self.cluster_infos.get()).info) == info
+            civer = self.run(self.store.cluster_info_version())
+            if self.shown is not None:  # renewed exactly when what it shows changed (a same re-registration: not)
+                assert (civer != self.shown[1]) == (info != self.shown[0]), (self.shown, info, civer)
+                event("cluster info: changed" if info != self.shown[0] else "cluster info: the copy answered")
+            self.shown = (info, civer)
             listed = set(self.run(self.store.topic_list()))
             if self.store.held:  # a topic only a swept broker served is listed until its step
                 assert set(self.model.topics) <= listed
