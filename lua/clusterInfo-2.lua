@@ -10,7 +10,8 @@
      {{cluster, {brokerName, ...}}, ...}, civer|""}
     civer: {P}:civer as these tables reflect it (read in the same script), which every change to them renews:
     a worker keeps its copy while a GET of it answers the same (service/core/cluster_infos.py)
-  Side effects: none. Cost O(brokers); clusters are few by nature.
+  Side effects: none, but for a registry with brokers and no civer (written before it existed): civer is set.
+    Cost O(brokers); clusters are few by nature.
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -27,4 +28,7 @@ local clusters = {}
 for _, c in ipairs(rcall("SMEMBERS", K.clusters)) do
   clusters[#clusters + 1] = { c, rcall("SMEMBERS", base .. "c:" .. c) }
 end
+-- A registry written before the counter existed (by an earlier release) has brokers and no civer: start it here,
+-- or no worker could keep a copy until a broker changed.
+if #brokers > 0 and rcall("EXISTS", base .. "civer") == 0 then cluster_info_changed(base) end
 return { brokers, clusters, rcall("GET", base .. "civer") or "" }

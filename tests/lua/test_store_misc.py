@@ -330,3 +330,18 @@ async def test_script_calls_skip_redis_pys_wrappers_and_leave_nothing_unread(rea
 async def _client_id(conn) -> int:
     await conn.send_command("CLIENT", "ID")
     return int(await conn.read_response())
+
+
+async def test_cluster_info_version_starts_on_a_registry_written_before_it(store):
+    """A registry an earlier release wrote has brokers and no {P}:civer: clusterInfo starts the counter, so workers
+    keep copies from the first read; an empty registry's read writes nothing."""
+    key = store.keys.cluster_info_version
+    assert (await store.cluster_info_at()) == ((await store.cluster_info()), None)
+    assert await store.redis.exists(key) == 0
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T"]), now=T0)
+    renewed = await store.redis.get(key)
+    await store.redis.delete(key)  # as an earlier release left it
+    info, version = await store.cluster_info_at()
+    assert list(info.broker_addr_table) == ["a"] and version == await store.cluster_info_version()
+    assert int(version) > int(renewed)  # above the value it had: a copy kept at that one is not taken for this
+    assert (await store.cluster_info_at())[1] == version  # and read, not renewed, from then on
