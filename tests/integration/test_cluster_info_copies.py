@@ -110,8 +110,9 @@ async def test_a_workers_copy_shows_every_change_made_through_another(namesrv_fa
             assert (await via_a[0].request(codes.UNREGISTER_BROKER, gone)).code == 0  # an unregister
             assert await reader.brokers() == both
 
-            # an expiry: broker-d's 3 s pass without a heartbeat (the expiry scans remove it)
-            ext_d = register_ext(brokerName="broker-d", brokerAddr="10.0.0.6:10911", heartbeatTimeoutMillis=3000)
+            # an expiry: broker-d's 5 s pass without a heartbeat (the expiry scans remove it; 5 s: its first read
+            # must come before, on a busy machine too)
+            ext_d = register_ext(brokerName="broker-d", brokerAddr="10.0.0.6:10911", heartbeatTimeoutMillis=5000)
             assert (await via_a[1].request(codes.REGISTER_BROKER, ext_d, register_body())).code == 0
             assert await reader.brokers() == {**both, "broker-d": {"0": "10.0.0.6:10911"}}
             await reader.shows(both)
