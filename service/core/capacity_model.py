@@ -8,37 +8,35 @@ MODEL = Model(
     reg_same_worker_us=(29.7913, 53.6091),
     reg_changed_worker_us=(250.8341, 1029.0515),
     reg_changed_redis_us=(107.5003, 556.5278),
-    liveness_redis_us=3.642,
+    liveness_redis_us=0.666,
     heartbeat_worker_us=7.2949,
     read_worker_us=3.5343,
     event_worker_us_per_topic=0.5908,
-    redis_bytes_per_entry=82.5947,
-    redis_bytes_per_topic=450.5894,
-    redis_base_mb=2.3515,
-    worker_base_mb=109.9746,
-    worker_bytes_per_broker=4955.8642,
-    worker_bytes_per_route=2430.2592,
+    redis_bytes_per_entry=83.3222,
+    redis_bytes_per_topic=377.8395,
+    redis_base_mb=2.3003,
+    worker_base_mb=71.1719,
+    worker_bytes_per_broker=5015.6658,
+    worker_bytes_per_route=3875.3894,
     brokers_per_topic_measured=10,
     body_bytes_per_topic=174.2222,
-    cache_bytes_per_route=2475.9463,
-    restart_worker_us_per_topic=119.5,
-    restart_redis_us_per_topic=66.5,
-    worker_factor=4.8967,
-    redis_factor=4.0217,
-    extra_worker_cores=0.0,
+    cache_bytes_per_route=2475.7752,
+    restart_worker_us_per_topic=95.4,
+    restart_redis_us_per_topic=58.0,
+    worker_factor=3.6761,
+    redis_factor=6.9499,
+    extra_worker_cores=0.0052,
     basis={
         'per request': 'benchmarks.peers, rmq-namesrv, 1 worker (git 3b84eefdb9, 2026-11-28, AMD EPYC '
             '×2, Linux 6.18.44-fc-v657)',
-        'liveness in Redis': 'benchmarks.redis_capacity, heartbeat batch of 50: 182.1 µs (git 5566988666)',
+        'liveness in Redis': 'benchmarks.redis_capacity, touchLive batch of 2000: 1332.0 µs (git a11f5e1e3e)',
         'registration bytes': 'benchmarks.register_bench, plain bodies: 17,347 B at 100 topics, 174,147 B at 1 '
             '000; zipped 360 and 2,710 B (git 86be702df2)',
         'change events': "benchmarks.write_profiles, the mix: 12.8 % of the worker's samples (git "
             'ba8e4f4a49)',
-        'fleet': 'benchmarks.fleet, 10,000 brokers × 100 topics, 50,000 clients (git a4bcd52050, '
-            '2026-11-28, load average 1.5 before it): calibrated on rmq-namesrv, 2 workers, '
-            '9.86 CPU-s per simulated minute (Redis 1.22); rmq-namesrv, 1 worker not used, '
-            '12.4% of its requests failed or were not made (load average 16.89 before it); '
-            'its rolling restart of 1,000 brokers 12.0 worker and 6.7 Redis CPU-s beyond '
-            'steady minutes',
+        'fleet': 'benchmarks.fleet, 10,000 brokers × 100 topics, 50,000 clients (git a11f5e1e3e, '
+            '2026-11-28, load average 6.9 before it): calibrated on rmq-namesrv, 1 worker, '
+            '6.93 CPU-s per simulated minute (Redis 0.45), with 2 workers 7.25; its rolling '
+            'restart of 1,000 brokers 9.5 worker and 5.8 Redis CPU-s beyond steady minutes',
     },
 )
