@@ -329,7 +329,8 @@ def _script_names() -> dict[str, str]:
 
 
 SCRIPTS = _script_names()
-STEP_SCRIPTS = ("EVALSHA registerChunk", "EVALSHA registerFinish", "EVALSHA sweepBroker", "EVALSHA expireBrokers")
+STEP_SCRIPTS = ("EVALSHA registerChunk", "EVALSHA registerFinish", "EVALSHA sweepBroker", "EVALSHA expireBrokers",
+                "EVALSHA clusterInfoStep")
 
 
 def step_sizes(url: str) -> dict:

@@ -1,5 +1,6 @@
 --[[
-  Cluster info (RocketMQ GET_BROKER_CLUSTER_INFO): brokerAddrTable and clusterAddrTable.
+  Cluster info (RocketMQ GET_BROKER_CLUSTER_INFO): brokerAddrTable and clusterAddrTable, whole in one call. Workers
+  read it in bounded steps (clusterInfoStep-2) and call this only when changes kept disturbing the steps.
 
   KEYS:
     1 brokers      SET    {P}:brokers, all brokerNames
@@ -20,15 +21,6 @@ local base = key_base(KEYS[1])
 
 local brokers = {}
 for _, bname in ipairs(rcall("SMEMBERS", K.brokers)) do
-  local meta = rcall("HMGET", base .. "b:" .. bname, "cluster", "enableActingMaster", "zoneName")
-  brokers[#brokers + 1] = { bname, meta[1] or "", meta[2] or "0", meta[3] or "",
-                            rcall("HGETALL", base .. "ba:" .. bname) }
+  brokers[#brokers + 1] = cluster_info_row(base, bname)
 end
-local clusters = {}
-for _, c in ipairs(rcall("SMEMBERS", K.clusters)) do
-  clusters[#clusters + 1] = { c, rcall("SMEMBERS", base .. "c:" .. c) }
-end
--- A registry written before the counter existed (by an earlier release) has brokers and no civer: start it here,
--- or no worker could keep a copy until a broker changed.
-if #brokers > 0 and rcall("EXISTS", base .. "civer") == 0 then cluster_info_changed(base) end
-return { brokers, clusters, rcall("GET", base .. "civer") or "" }
+return { brokers, cluster_info_clusters(base, K.clusters), cluster_info_version(base, K.brokers) }

@@ -336,7 +336,8 @@ class WriteShortcuts:
 
 
 class ClusterInfoReads:
-    """Cluster info reads of this worker (service/core/cluster_infos.py): from its copy, or by clusterInfo."""
+    """Cluster info reads of this worker (service/core/cluster_infos.py): from its copy, or of the tables in Redis
+    (in bounded steps, or whole when changes kept disturbing the steps)."""
 
     def __init__(self) -> None:
         self.ns: Any = None
@@ -345,9 +346,11 @@ class ClusterInfoReads:
         copies = self.ns.cluster_infos if self.ns is not None else None
         reads = CounterMetricFamily("namesrv_cluster_info_reads", "cluster info reads (106, GET /v1/cluster-info, "
                                     "the console): answered from the worker's copy after one GET of its version, "
-                                    "or clusterInfo calls in Redis (concurrent misses share one)", labels=["result"])
+                                    "or reads of the tables in Redis (concurrent misses share one): in bounded "
+                                    "steps, or whole after 3 reads disturbed by changes", labels=["result"])
         reads.add_metric(["copy"], copies.hits if copies is not None else 0)
-        reads.add_metric(["redis"], copies.calls if copies is not None else 0)
+        for how in ("steps", "whole"):
+            reads.add_metric([how], copies.reads[how] if copies is not None else 0)
         yield reads
 
 

@@ -200,6 +200,34 @@ local function cluster_info_changed(base)
   rcall("SET", k, string.format("%.0f", v))
 end
 
+-- One broker's row of GET_BROKER_CLUSTER_INFO's brokerAddrTable: {brokerName, cluster, enableActingMaster,
+-- zoneName|"", {id, addr, ...}} (clusterInfo-2 reads every broker's, clusterInfoStep-2 a chunk's a call).
+local function cluster_info_row(base, bname)
+  local meta = rcall("HMGET", base .. "b:" .. bname, "cluster", "enableActingMaster", "zoneName")
+  return { bname, meta[1] or "", meta[2] or "0", meta[3] or "", rcall("HGETALL", base .. "ba:" .. bname) }
+end
+
+-- clusterAddrTable, {{cluster, {brokerName, ...}}, ...}: one SMEMBERS a cluster (clusters are few; each is one
+-- C-level command however many brokers it has).
+local function cluster_info_clusters(base, k_clusters)
+  local clusters = {}
+  for _, c in ipairs(rcall("SMEMBERS", k_clusters)) do
+    clusters[#clusters + 1] = { c, rcall("SMEMBERS", base .. "c:" .. c) }
+  end
+  return clusters
+end
+
+-- {P}:civer as the cluster info tables reflect it now ("" on an empty registry that never had one). A registry
+-- written before the counter existed (by an earlier release) has brokers and no civer: it is started here, or no
+-- worker could keep a copy until a broker changed.
+local function cluster_info_version(base, k_brokers)
+  local v = rcall("GET", base .. "civer")
+  if v then return v end
+  if rcall("SCARD", k_brokers) == 0 then return "" end
+  cluster_info_changed(base)
+  return rcall("GET", base .. "civer")
+end
+
 -- Whether `broker_name`'s queue data of topic `t` counts: the topic is in its reverse index. A field of t:<topic>
 -- outside it is a leftover of a removal still being swept (sweepBroker-3): no reader may see it.
 local function serves(base, broker_name, t)

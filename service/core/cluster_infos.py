@@ -1,13 +1,14 @@
 """A worker's copy of the cluster info (GET_BROKER_CLUSTER_INFO), kept while the registry's `{P}:civer` holds.
 
-clusterInfo is O(brokers): at 10 000 brokers one read ran ~21 000 Redis commands and took ~300 ms, and every
+Reading it is O(brokers): at 10 000 brokers one read ran ~21 000 Redis commands and took ~300 ms, and every
 admin read (mqadmin clusterList, dashboards, the console) ran it again (benchmarks/README.md, "Cluster info").
 Every script that changes what it shows — a broker's addresses, its name or cluster, its acting-master flag or
-zone — renews `{P}:civer` (`cluster_info_changed` in lua/includes/common.lua), and clusterInfo returns the value
-it read with the tables, in the same script. So a copy is exactly the registry as of its version: a read GETs the
+zone — renews `{P}:civer` (`cluster_info_changed` in lua/includes/common.lua), and a read of the tables returns the
+value they reflect (the store's cluster_info_read: bounded steps fenced by that value, or one clusterInfo call
+when changes kept disturbing the steps). So a copy is exactly the registry as of its version: a read GETs the
 counter (one command) and, while it is the copy's, answers the copy and the bytes each door encoded of it.
 
-Concurrent misses share one clusterInfo call. A read joins only a call that began after the read did, or one that
+Concurrent misses share one read of the tables. A read joins only a call that began after the read did, or one that
 read the very version the read's GET saw: it never answers a state older than one acknowledged before it began.
 A copy is also dropped past MAX_AGE_S: workers of a release before the counter, sharing a Redis with newer ones
 during a rolling upgrade, change brokers without renewing it.
@@ -47,16 +48,17 @@ class ClusterInfos:
     MAX_AGE_S = 60.0
 
     def __init__(self, read_version: Callable[[], Awaitable[str | None]],
-                 read_at: Callable[[], Awaitable[tuple[ClusterInfo, str | None]]],
+                 read_at: Callable[[], Awaitable[tuple[ClusterInfo, str | None, str]]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._read_version = read_version
         self._read_at = read_at
         self._clock = clock
         self._copy: Copy | None = None
-        self._call: tuple[int, asyncio.Task[Copy]] | None = None  # the clusterInfo call under way, by number
+        self._call: tuple[int, asyncio.Task[Copy]] | None = None  # the read of the tables under way, by number
         self._calls = 0  # calls begun
         self.hits = 0
-        self.calls = 0  # clusterInfo calls made (misses, shared)
+        self.calls = 0  # reads of the tables made (misses, shared)
+        self.reads = {"steps": 0, "whole": 0}  # those that ended, by how (read_at's third value)
 
     async def get(self) -> Copy:
         began = self._calls
@@ -88,7 +90,8 @@ class ClusterInfos:
     async def _read(self, number: int) -> Copy:
         try:
             self.calls += 1
-            info, version = await self._read_at()
+            info, version, how = await self._read_at()
+            self.reads[how] = self.reads.get(how, 0) + 1
             copy = Copy(info, version, self._clock())
             self._copy = copy
             return copy

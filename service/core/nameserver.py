@@ -86,7 +86,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
                                  max_bytes=settings.route_cache_max_bytes,
                                  max_missing=settings.route_cache_max_absent)
         self.unchanged = UnchangedAnswers()  # unchanged registrations this worker may answer from memory
-        self.cluster_infos = ClusterInfos(store.cluster_info_version, store.cluster_info_at, clock)
+        self.cluster_infos = ClusterInfos(store.cluster_info_version, store.cluster_info_read, clock)
         self._registered: dict[str, Any] = {}  # the registration counter's children, made on first use
         self.bases = RegistrationBases()  # the last table sent per broker: what a changed one is a delta of
         self.routes.state_listeners.append(self.unchanged.invalidate)

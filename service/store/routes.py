@@ -57,6 +57,13 @@ from service.store.steps import Steps
 
 log = logging.getLogger(__name__)
 TOPIC_LIST_MODES = ("all", "unit", "unitsub", "unitsub-ununit")
+CLUSTER_INFO_ATTEMPTS = 3  # stepped cluster info reads a change may disturb before one whole read instead
+
+
+def _cluster_info(brokers: Iterable[list[Any]], clusters: Iterable[list[Any]]) -> ClusterInfo:
+    """ClusterInfo from clusterInfo's rows (clusterInfoStep's alike)."""
+    return ClusterInfo(broker_addr_table={b[0]: _broker_data(*b[:5]) for b in brokers},
+                       cluster_addr_table={c: sorted(members) for c, members in clusters})
 
 
 def _registration_result(res: list[Any]) -> RegisterBrokerResult | None:
@@ -393,16 +400,50 @@ class RouteStore(KvTables, RegistryStats, ChangeEvents):
                                _flag(order_message_enable), budget, *topics)
 
     async def cluster_info(self) -> ClusterInfo:
-        return (await self.cluster_info_at())[0]
+        return (await self.cluster_info_read())[0]
 
     async def cluster_info_at(self) -> tuple[ClusterInfo, str | None]:
-        """The cluster info and the {P}:civer it reflects (None: never renewed), read in one script."""
+        """The cluster info and the {P}:civer it reflects (None: never renewed), read in one script: O(brokers),
+        100+ ms at 10 000 brokers (cluster_info_read goes in bounded steps, and falls back to this)."""
         brokers, clusters, version = await self._run("clusterInfo", self._fixed["clusterInfo"])
-        info = ClusterInfo(
-            broker_addr_table={b[0]: _broker_data(*b[:5]) for b in brokers},
-            cluster_addr_table={c: sorted(members) for c, members in clusters},
-        )
-        return info, str(version) if version else None
+        return _cluster_info(brokers, clusters), str(version) if version else None
+
+    async def cluster_info_read(self) -> tuple[ClusterInfo, str | None, str]:
+        """The cluster info, the {P}:civer it reflects and how it was read: "steps", in bounded clusterInfoStep
+        calls of a chunk of brokers each, sized to about a step's Redis time (steps.py), so that no command holds
+        Redis long however many brokers there are.
+
+        Every change to what cluster info shows renews {P}:civer (`cluster_info_changed`, lua/includes/common.lua)
+        and each step returns the value it read with its chunk. When every step's equals the first's, no visible
+        change happened between the first step and the last, so the chunks stitched together are the registry at
+        that one version — a consistent snapshot, what a single clusterInfo call would have returned. A step at
+        another value means a change landed mid-read: the read starts over. After CLUSTER_INFO_ATTEMPTS disturbed
+        reads (brokers changing faster than a read completes) it reads the whole in one call: "whole", correct,
+        just long. Like the other stepped reads (snapshots, topic lists) the steps take no bulk turn."""
+        for _ in range(CLUSTER_INFO_ATTEMPTS):
+            read = await self._cluster_info_steps()
+            if read is not None:
+                return (*read, "steps")
+        return (*(await self.cluster_info_at()), "whole")
+
+    async def _cluster_info_steps(self) -> tuple[ClusterInfo, str | None] | None:
+        """One stepped read of the cluster info; None if {P}:civer moved between its steps."""
+        sizer = self.steps.cluster_info
+        brokers: dict[str, list[Any]] = {}  # by name: SSCAN may return a broker twice
+        version, cursor, chunk, clusters, elapsed = await self.cluster_info_step("0", sizer.topics())
+        while True:
+            sizer.took(len(chunk), elapsed)
+            brokers.update((b[0], b) for b in chunk)
+            if cursor == "0":
+                return _cluster_info(brokers.values(), clusters), str(version) if version else None
+            at, cursor, chunk, _, elapsed = await self.cluster_info_step(cursor, sizer.topics())
+            if at != version:
+                return None
+
+    async def cluster_info_step(self, cursor: str, count: int) -> list[Any]:
+        """One clusterInfoStep call from `cursor` ("0": the first) of about `count` brokers: [civer or "", the next
+        cursor ("0": done), broker rows, cluster rows (the first step's), the chunk's Redis time in µs]."""
+        return await self._run("clusterInfoStep", self._fixed["clusterInfoStep"], cursor, count)
 
     @bounded()
     async def cluster_info_version(self) -> str | None:

@@ -71,7 +71,8 @@ def make_machine(connect):
             self.store.held = []
             # a worker's copy of the cluster info, kept across steps: a script that changed what it shows without
             # renewing {P}:civer leaves the copy stale, and the invariant below sees it differ from the model
-            self.cluster_infos = ClusterInfos(self.store.cluster_info_version, self.store.cluster_info_at)
+            # (read in steps of 3 brokers, limits' chunk_topics: several steps as soon as there are a few brokers)
+            self.cluster_infos = ClusterInfos(self.store.cluster_info_version, self.store.cluster_info_read)
             self.shown: tuple[object, str | None] | None = None  # the cluster info and civer at the last check
             self.beats: dict[tuple[str, str], int] = {}  # BROKER_HEARTBEATs acknowledged, not yet written
             self.model = RouteModel()
@@ -391,7 +392,16 @@ def make_machine(connect):
                 want = self.model.route(t, support_acting_master=sam, order=True)
                 assert (jsonable(got) if got else None) == want, (t, got, want)
             info = self.model.cluster_info()
-            assert jsonable(self.run(self.store.cluster_info())) == info
+            steps = self.store.cluster_info_step
+            taken = []
+            self.store.cluster_info_step = lambda *a: (taken.append(a), steps(*a))[1]
+            try:
+                stepped, at, how = self.run(self.store.cluster_info_read())
+            finally:
+                del self.store.cluster_info_step
+            assert jsonable(stepped) == info and how == "steps", how  # nothing changes between its steps here
+            event("cluster info: one step" if len(taken) == 1 else "cluster info: several steps")
+            assert self.run(self.store.cluster_info_at()) == (stepped, at)  # the one-call read, at the same version
             assert jsonable(self.run(self.cluster_infos.get()).info) == info
             civer = self.run(self.store.cluster_info_version())
             if self.shown is not None:  # renewed exactly when what it shows changed (a same re-registration: not)

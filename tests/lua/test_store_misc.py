@@ -345,3 +345,54 @@ async def test_cluster_info_version_starts_on_a_registry_written_before_it(store
     assert list(info.broker_addr_table) == ["a"] and version == await store.cluster_info_version()
     assert int(version) > int(renewed)  # above the value it had: a copy kept at that one is not taken for this
     assert (await store.cluster_info_at())[1] == version  # and read, not renewed, from then on
+    await store.redis.delete(key)
+    info, version, how = await store.cluster_info_read()  # the stepped read starts it alike, in its first step
+    assert (list(info.broker_addr_table), how) == (["a"], "steps") and version == await store.cluster_info_version()
+
+
+async def stepped_registry(store, brokers: int = 130) -> None:
+    """`brokers` brokers (past 128, so that no Redis keeps the set in a compact encoding SSCAN returns whole) and
+    cluster info steps of 16 of them."""
+    await asyncio.gather(*(store.register_broker(reg(f"b{i:03}", f"10.0.1.{i}:1", []), now=T0)
+                           for i in range(brokers)))
+    store.steps.cluster_info.fixed = 16
+
+
+def disturb_steps(store, reads: int) -> list[str]:
+    """After the first step of each of the next `reads` stepped reads, a new broker registers (a change cluster info
+    shows, made before the read's next step). The cursors of the steps taken."""
+    steps, taken = store.cluster_info_step, []
+
+    async def step(cursor: str, count: int):
+        res = await steps(cursor, count)
+        taken.append(cursor)
+        if cursor == "0" and taken.count("0") <= reads:
+            await store.register_broker(reg(f"new{len(taken)}", f"10.0.2.{len(taken)}:1", []), now=T0)
+        return res
+
+    store.cluster_info_step = step
+    return taken
+
+
+async def test_cluster_info_read_in_steps_starts_over_after_a_change_between_them(store):
+    """A broker registering between two steps of a cluster info read renews {P}:civer, so the next step reads
+    another value: the read starts over and answers the registry with the new broker, at its version."""
+    await stepped_registry(store)
+    taken = disturb_steps(store, 1)
+    info, version, how = await store.cluster_info_read()
+    assert how == "steps" and taken.count("0") == 2  # the disturbed read, then a whole new one
+    assert len(taken) - taken.index("0", 1) > 4, taken  # several steps
+    assert len(info.broker_addr_table) == 131 and "new1" in info.broker_addr_table
+    assert version == await store.cluster_info_version()
+    assert (info, version) == await store.cluster_info_at()
+
+
+async def test_cluster_info_read_whole_after_three_disturbed_reads(store):
+    """Changes between the steps of three reads in a row: then one clusterInfo call, correct at once."""
+    await stepped_registry(store)
+    taken = disturb_steps(store, 3)
+    info, version, how = await store.cluster_info_read()
+    assert how == "whole" and taken.count("0") == 3
+    assert len(info.broker_addr_table) == 133 and version == await store.cluster_info_version()
+    del store.cluster_info_step
+    assert await store.cluster_info_read() == (info, version, "steps")  # undisturbed: in steps again, the same

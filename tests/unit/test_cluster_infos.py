@@ -26,14 +26,14 @@ class Registry:
     async def read_version(self) -> str | None:
         return self.version
 
-    async def read_at(self) -> tuple[ClusterInfo, str | None]:
+    async def read_at(self) -> tuple[ClusterInfo, str | None, str]:
         version = self.version  # the script reads tables and version together, when it runs
         gate = asyncio.get_running_loop().create_future()
         self.calls.append(gate)
         await gate
         if self.fail is not None:
             raise self.fail
-        return self.info(version), version
+        return self.info(version), version, "steps"
 
 
 def shown(copy) -> str:
@@ -64,7 +64,7 @@ async def test_the_copy_answers_while_the_version_holds_and_not_after():
     assert shown(await released(infos, reg)) == "at-1"
     assert shown(await infos.get()) == "at-1" and (infos.hits, infos.calls) == (1, 1)
     reg.version = "2"
-    assert shown(await released(infos, reg)) == "at-2" and infos.calls == 2
+    assert shown(await released(infos, reg)) == "at-2" and infos.calls == 2 and infos.reads["steps"] == 2
 
 
 async def test_concurrent_misses_share_one_call():
