@@ -1,6 +1,6 @@
 --[[
   Cluster info (RocketMQ GET_BROKER_CLUSTER_INFO): brokerAddrTable and clusterAddrTable, whole in one call. Workers
-  read it in bounded steps (clusterInfoStep-2) and call this only when changes kept disturbing the steps.
+  read it in bounded steps (clusterInfoStep-1) and call this only when changes kept disturbing the steps.
 
   KEYS:
     1 brokers      SET    {P}:brokers, all brokerNames
@@ -23,4 +23,8 @@ local brokers = {}
 for _, bname in ipairs(rcall("SMEMBERS", K.brokers)) do
   brokers[#brokers + 1] = cluster_info_row(base, bname)
 end
-return { brokers, cluster_info_clusters(base, K.clusters), cluster_info_version(base, K.brokers) }
+local clusters = {}
+for _, c in ipairs(rcall("SMEMBERS", K.clusters)) do
+  clusters[#clusters + 1] = { c, rcall("SMEMBERS", base .. "c:" .. c) }
+end
+return { brokers, clusters, cluster_info_version(base, K.brokers) }

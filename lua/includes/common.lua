@@ -201,20 +201,10 @@ local function cluster_info_changed(base)
 end
 
 -- One broker's row of GET_BROKER_CLUSTER_INFO's brokerAddrTable: {brokerName, cluster, enableActingMaster,
--- zoneName|"", {id, addr, ...}} (clusterInfo-2 reads every broker's, clusterInfoStep-2 a chunk's a call).
+-- zoneName|"", {id, addr, ...}} (clusterInfo-2 reads every broker's, clusterInfoStep-1 a chunk's a call).
 local function cluster_info_row(base, bname)
   local meta = rcall("HMGET", base .. "b:" .. bname, "cluster", "enableActingMaster", "zoneName")
   return { bname, meta[1] or "", meta[2] or "0", meta[3] or "", rcall("HGETALL", base .. "ba:" .. bname) }
-end
-
--- clusterAddrTable, {{cluster, {brokerName, ...}}, ...}: one SMEMBERS a cluster (clusters are few; each is one
--- C-level command however many brokers it has).
-local function cluster_info_clusters(base, k_clusters)
-  local clusters = {}
-  for _, c in ipairs(rcall("SMEMBERS", k_clusters)) do
-    clusters[#clusters + 1] = { c, rcall("SMEMBERS", base .. "c:" .. c) }
-  end
-  return clusters
 end
 
 -- {P}:civer as the cluster info tables reflect it now ("" on an empty registry that never had one). A registry

@@ -430,19 +430,26 @@ class RouteStore(KvTables, RegistryStats, ChangeEvents):
         """One stepped read of the cluster info; None if {P}:civer moved between its steps."""
         sizer = self.steps.cluster_info
         brokers: dict[str, list[Any]] = {}  # by name: SSCAN may return a broker twice
-        version, cursor, chunk, clusters, elapsed = await self.cluster_info_step("0", sizer.topics())
+        version, cursor, chunk, elapsed = await self.cluster_info_step("0", sizer.topics())
         while True:
             sizer.took(len(chunk), elapsed)
             brokers.update((b[0], b) for b in chunk)
             if cursor == "0":
-                return _cluster_info(brokers.values(), clusters), str(version) if version else None
-            at, cursor, chunk, _, elapsed = await self.cluster_info_step(cursor, sizer.topics())
+                break
+            at, cursor, chunk, elapsed = await self.cluster_info_step(cursor, sizer.topics())
             if at != version:
                 return None
+        # clusterAddrTable from the rows: each broker is in exactly the cluster its data names (tests/invariants.py;
+        # reading the cluster sets instead is O(brokers) in one step, ~4 ms at 10 000)
+        clusters: dict[str, list[str]] = {}
+        for name, cluster, *_ in brokers.values():
+            if cluster:
+                clusters.setdefault(cluster, []).append(name)
+        return _cluster_info(brokers.values(), clusters.items()), str(version) if version else None
 
     async def cluster_info_step(self, cursor: str, count: int) -> list[Any]:
         """One clusterInfoStep call from `cursor` ("0": the first) of about `count` brokers: [civer or "", the next
-        cursor ("0": done), broker rows, cluster rows (the first step's), the chunk's Redis time in µs]."""
+        cursor ("0": done), broker rows, the step's Redis time in µs]."""
         return await self._run("clusterInfoStep", self._fixed["clusterInfoStep"], cursor, count)
 
     @bounded()
