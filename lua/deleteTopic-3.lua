@@ -35,7 +35,7 @@ for _, bname in ipairs(names) do
     topics_touched(base, bname)
   end
 end
-if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, topic) end
+topic_drop_if_unserved(base, K.topics, kt, topic)
 if removed > 0 then
   local ch = changes_new()
   changes_add(ch, topic)

@@ -38,7 +38,7 @@ for _, row in ipairs(rows) do
   end
 end
 if changed then
-  rcall("SADD", K.topics, topic)
+  topic_add(base, K.topics, topic)
   local ch = changes_new()
   changes_add(ch, topic)
   changes_publish(base, K.ver, ch)

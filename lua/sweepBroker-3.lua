@@ -54,7 +54,7 @@ if kind == "r" then
     if rcall("SISMEMBER", kbt, t) == 0 then
       local kt = base .. "t:" .. t
       rcall("HDEL", kt, name)
-      if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, t) end
+      topic_drop_if_unserved(base, K.topics, kt, t)
     end
     changes_add(ch, t)
   end

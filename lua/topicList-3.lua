@@ -10,12 +10,15 @@
     2 cursor ("0" to start)   3 page size (SSCAN COUNT hint)   4 cluster name (mode "cluster")
   Returns:
     {nextCursor ("0" = done), {topic, ...}}   for "system": {"0", {cluster and broker names}, brokerAddr|""}
+    "all" adds tlver|"": {P}:tlver as this page reflects it, which every change to the topic set renews: pages
+    that all read one value make exactly the set at that value (a worker keeps it: service/core/topic_lists.py)
     Unit modes test topicSysFlag (UNIT=1, UNIT_SUB=2) of the topic's first queue data, and "system" takes the
     lowest-id address of the first broker: "first" in Java's HashMap order of the brokerNames (String.hashCode,
     spread, in a table grown from 16 by puts; ties, which Java breaks by insertion order, by name), as
     service/javaorder.py orders a route's lists. "cluster" pages over the cluster's brokers
     (cursor = index into its sorted members), so the caller de-duplicates.
-  Side effects: none.
+  Side effects: none, but for mode "all" on a registry with topics and no tlver (written before it existed):
+    tlver is set.
 ]]
 local rcall = redis.call
 --- @include "includes/common"
@@ -84,7 +87,12 @@ if mode == "cluster" then
 end
 
 local res = rcall("SSCAN", K.topics, cursor, "COUNT", count)
-if mode == "all" then return res end
+if mode == "all" then
+  -- A registry written before tlver existed (by an earlier release) has topics and none: start it here, or no
+  -- worker could keep a copy until a topic came or went.
+  if rcall("EXISTS", base .. "tlver") == 0 and rcall("SCARD", K.topics) > 0 then topic_list_changed(base) end
+  return { res[1], res[2], rcall("GET", base .. "tlver") or "" }
+end
 
 local want_unit, want_sub
 if mode == "unit" then want_unit = true

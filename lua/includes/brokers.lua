@@ -73,7 +73,7 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch, defer)
       for _, t in ipairs(rcall("SMEMBERS", kbt)) do
         local kt = base .. "t:" .. t
         rcall("HDEL", kt, broker_name)
-        if rcall("EXISTS", kt) == 0 then rcall("SREM", K.topics, t) end
+        topic_drop_if_unserved(base, K.topics, kt, t)
         changes_add(ch, t)
       end
     end

@@ -190,14 +190,36 @@ end
 -- clusterInfo returns it with the tables). Once per script, and only from writes that changed something: a fleet
 -- re-registering the same every 30 s leaves it alone. The new value is above the old one and above Redis TIME in
 -- µs, so a value never comes back with other tables: not after a flush, nor a restart from an older save.
+local function renew_version(k)
+  local t = rcall("TIME")
+  local v = math.max(tonumber(rcall("GET", k) or "0") + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  rcall("SET", k, string.format("%.0f", v))
+end
 local cluster_info_renewed = false
 local function cluster_info_changed(base)
   if cluster_info_renewed then return end
   cluster_info_renewed = true
-  local k = base .. "civer"
-  local t = rcall("TIME")
-  local v = math.max(tonumber(rcall("GET", k) or "0") + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  rcall("SET", k, string.format("%.0f", v))
+  renew_version(base .. "civer")
+end
+
+-- The set of all topics ({P}:topics, GET_ALL_TOPIC_LIST_FROM_NAMESERVER) changed: renew {P}:tlver as civer is
+-- renewed, against which workers keep their copy of the all-topics list (service/core/topic_lists.py; topicList
+-- returns it with every page of mode "all"). Once per script, and only when a topic came or went: queue data
+-- changes of served topics, and a fleet re-registering the same, leave it alone.
+local topic_list_renewed = false
+local function topic_list_changed(base)
+  if topic_list_renewed then return end
+  topic_list_renewed = true
+  renew_version(base .. "tlver")
+end
+
+-- Every write of {P}:topics goes through these two, so tlver moves exactly when the set does.
+local function topic_add(base, k_topics, t)
+  if rcall("SADD", k_topics, t) == 1 then topic_list_changed(base) end
+end
+-- Topic `t` (its queue data at `kt`) leaves the set if no broker's queue data remain.
+local function topic_drop_if_unserved(base, k_topics, kt, t)
+  if rcall("EXISTS", kt) == 0 and rcall("SREM", k_topics, t) == 1 then topic_list_changed(base) end
 end
 
 -- One broker's row of GET_BROKER_CLUSTER_INFO's brokerAddrTable: {brokerName, cluster, enableActingMaster,
@@ -294,7 +316,7 @@ local function write_queue_datas(base, k_topics, broker_name, names, encs, check
       if not served or rcall("HGET", kt, broker_name) ~= enc then
         rcall("HSET", kt, broker_name, enc)
         if not served then
-          rcall("SADD", k_topics, t)
+          topic_add(base, k_topics, t)
           rcall("SADD", kbt, t)
           changes_add(ch, t)
         else
@@ -350,7 +372,7 @@ local function write_topic_groups(base, k_topics, broker_name, groups, check_eac
             nu = nu + 1
             updated[nu] = t
           else
-            rcall("SADD", k_topics, t)
+            topic_add(base, k_topics, t)
             rcall("SADD", kbt, t)
             changes_add(ch, t)
           end
@@ -402,7 +424,7 @@ end
 local function drop_queue_data(base, k_topics, broker_name, t, ch)
   local kt = base .. "t:" .. t
   rcall("HDEL", kt, broker_name)
-  if rcall("EXISTS", kt) == 0 then rcall("SREM", k_topics, t) end
+  topic_drop_if_unserved(base, k_topics, kt, t)
   rcall("SREM", base .. "bt:" .. broker_name, t)
   changes_add(ch, t)
 end

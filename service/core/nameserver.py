@@ -39,6 +39,7 @@ from service.core.liveness import LivenessBatch
 from service.core.reports import ReportOps
 from service.core.route_cache import RouteCache
 from service.core.route_ops import RouteOps
+from service.core.topic_lists import TopicLists
 from service.core.unchanged import Answer, UnchangedAnswers
 from service.metrics import Metrics
 from service.models import (
@@ -87,6 +88,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
                                  max_missing=settings.route_cache_max_absent)
         self.unchanged = UnchangedAnswers()  # unchanged registrations this worker may answer from memory
         self.cluster_infos = ClusterInfos(store.cluster_info_version, store.cluster_info_read, clock)
+        self.topic_lists = TopicLists(store, clock)
         self._registered: dict[str, Any] = {}  # the registration counter's children, made on first use
         self.bases = RegistrationBases()  # the last table sent per broker: what a changed one is a delta of
         self.routes.state_listeners.append(self.unchanged.invalidate)

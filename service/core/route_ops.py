@@ -11,6 +11,7 @@ from service.config import Settings
 from service.core.access import Access, Principal, Role
 from service.core.cluster_infos import ClusterInfos
 from service.core.route_cache import RouteCache, RouteEntry
+from service.core.topic_lists import TopicLists, VersionedCopy
 from service.errors import Disabled, InvalidArgument, NotReady
 from service.models import (
     BrokerMemberGroup,
@@ -30,13 +31,15 @@ T = TypeVar("T")
 
 class RouteOps:
     """Routes and topics, for a NameServer with `access`, `settings`, `store`, `routes` (the route cache),
-    `cluster_infos` (its copy of the cluster info), a `_clock`, `_not_ready_until` and `_changed`."""
+    `cluster_infos` (its copy of the cluster info), `topic_lists` (its copy of all topics), a `_clock`,
+    `_not_ready_until` and `_changed`."""
 
     access: Access
     settings: Settings
     store: RouteStore
     routes: RouteCache
     cluster_infos: ClusterInfos
+    topic_lists: TopicLists
     _clock: Callable[[], float]
     _not_ready_until: float
     _changed: Callable[[Iterable[str] | None], None]
@@ -93,9 +96,7 @@ class RouteOps:
         """RocketMQ 206 (all), 224 (cluster), 304 (system), 311-313 (unit kinds), with their switches."""
         self.access.require(who, Role.READ)
         if kind == "all":
-            if not self.settings.enable_all_topic_list:
-                raise Disabled("disable: the all-topic list is switched off (enableAllTopicList=false)")
-            return TopicList(await self.store.topic_list("all"))
+            return (await self._all_topics()).value
         if kind == "system":
             names, addr = await self.store.system_topic_list()
             return TopicList(names, addr)
@@ -106,6 +107,17 @@ class RouteOps:
         if kind == "cluster":
             return TopicList(await self.store.cluster_topics(entity_name(cluster, "cluster")))
         return TopicList(await self.store.topic_list(kind))
+
+    async def encoded_all_topics(self, who: Principal, door: Hashable, encode: Callable[[TopicList], T]) -> T:
+        """RocketMQ 206 as `door` encodes it, made once per version of the topic set (100 000 topics: ~30 ms)."""
+        self.access.require(who, Role.READ)
+        return (await self._all_topics()).encoding(door, encode)
+
+    async def _all_topics(self) -> VersionedCopy[TopicList]:
+        """The worker's copy of all topics while the registry's topic-list version holds (shared: read only)."""
+        if not self.settings.enable_all_topic_list:
+            raise Disabled("disable: the all-topic list is switched off (enableAllTopicList=false)")
+        return await self.topic_lists.get()
 
     async def member_group(self, who: Principal, cluster: str, broker_name: str) -> BrokerMemberGroup:
         """GET_BROKER_MEMBER_GROUP: the requested cluster is echoed, not checked (as Java)."""

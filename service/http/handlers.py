@@ -13,7 +13,7 @@ from service.core.route_cache import RouteEntry, content_tag
 from service.core.watch import Seen, long_poll
 from service.errors import InvalidArgument, TopicNotExist, Unauthorized
 from service.http.errors import BodyTimeout
-from service.models import ClusterInfo, TopicRouteData, obj
+from service.models import ClusterInfo, TopicList, TopicRouteData, obj
 
 NS = web.AppKey("nameserver", NameServer)
 JSON = "application/json"
@@ -214,7 +214,12 @@ def _cluster_info_body(info: ClusterInfo) -> tuple[bytes, str]:
 
 
 async def all_topics(request: web.Request) -> web.Response:
-    return reply((await request.app[NS].topic_list(principal(request), "all")).to_dict())
+    body = await request.app[NS].encoded_all_topics(principal(request), "http", _topic_list_body)
+    return web.Response(body=body, content_type=JSON)
+
+
+def _topic_list_body(topics: TopicList) -> bytes:
+    return orjson.dumps(topics.to_dict(), option=orjson.OPT_NON_STR_KEYS)
 
 
 async def cluster_topics(request: web.Request) -> web.Response:

@@ -13,7 +13,7 @@ from typing import Any
 
 from service.core import NameServer, Principal
 from service.errors import BrokerNotFound, InvalidArgument, NamesrvError
-from service.models import BrokerIdentity, ClusterInfo, RegisterBroker, bool_text, int_text
+from service.models import BrokerIdentity, ClusterInfo, RegisterBroker, TopicList, bool_text, int_text
 from service.remoting import codes, fastjson
 from service.remoting.bodies import (
     V5_0_0,
@@ -263,12 +263,16 @@ def _cluster_info_body(info: ClusterInfo) -> bytes:
 
 
 async def _topic_list(call: Call, kind: str, cluster: str | None = None) -> Reply:
-    return Reply(body=dumps((await call.ns.topic_list(call.who, kind, cluster)).to_dict()))
+    return Reply(body=_topic_list_body(await call.ns.topic_list(call.who, kind, cluster)))
 
 
 @handles(codes.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
 async def all_topics(call: Call) -> Reply:
-    return await _topic_list(call, "all")
+    return Reply(body=await call.ns.encoded_all_topics(call.who, "remoting", _topic_list_body))
+
+
+def _topic_list_body(topics: TopicList) -> bytes:
+    return dumps(topics.to_dict())
 
 
 @handles(codes.GET_TOPICS_BY_CLUSTER)

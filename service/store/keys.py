@@ -56,6 +56,10 @@ class Keys:
         return self.base + "civer"
 
     @property
+    def topic_list_version(self) -> str:  # STRING, renewed by every change to the set of all topics
+        return self.base + "tlver"
+
+    @property
     def kv_namespaces(self) -> str:  # SET of KV namespaces (an emptied namespace is kept, as in Java)
         return self.base + "kvns"
 

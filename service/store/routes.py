@@ -460,15 +460,29 @@ class RouteStore(KvTables, RegistryStats, ChangeEvents):
 
     async def topic_list(self, mode: str = "all", page: int = 1000) -> list[str]:
         """All topics, or those whose first queue data has the unit / unit-sub flags; paged, bounded calls."""
+        return (await self.topic_list_at(mode, page))[0]
+
+    async def topic_list_at(self, mode: str = "all", page: int = 1000) -> tuple[list[str], str | None]:
+        """The topic list and, for mode "all", the {P}:tlver it is exactly the set at: None when the pages read
+        different values (the set changed during the walk) or none (never renewed), or for the other modes."""
         if mode not in TOPIC_LIST_MODES:
             raise ValueError(f"unknown topic list mode {mode!r}")
         seen: set[str] = set()
+        versions: set[str] = set()
         cursor = "0"
         while True:
-            cursor, topics = await self._run("topicList", self._fixed["topicList"], mode, cursor, page, "")
+            cursor, topics, *version = await self._run("topicList", self._fixed["topicList"], mode, cursor, page, "")
             seen.update(topics)
+            versions.update(str(v) for v in version)
             if cursor == "0":
-                return sorted(seen)
+                at = versions.pop() if len(versions) == 1 else None
+                return sorted(seen), at or None
+
+    @bounded()
+    async def topic_list_version(self) -> str | None:
+        """{P}:tlver now (one GET): a copy of the all-topics list read at this value is still the registry's."""
+        version = await self.redis.get(self.keys.topic_list_version)
+        return str(version) if version else None
 
     async def cluster_topics(self, cluster: str) -> list[str]:
         """Topics with queue data on any broker of the cluster (one bounded call per broker)."""

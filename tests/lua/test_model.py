@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 
 from service.core.cluster_infos import ClusterInfos
+from service.core.topic_lists import TopicLists
 from service.errors import BrokerNameConflict, BrokerNotFound, CrossClusterRefused
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
 from service.store import RouteStore, sweeps
@@ -74,6 +75,10 @@ def make_machine(connect):
             # (read in steps of 3 brokers, limits' chunk_topics: several steps as soon as there are a few brokers)
             self.cluster_infos = ClusterInfos(self.store.cluster_info_version, self.store.cluster_info_read)
             self.shown: tuple[object, str | None] | None = None  # the cluster info and civer at the last check
+            # the same for the all-topics list and {P}:tlver: a script that adds or removes a topic without renewing
+            # it leaves the copy stale
+            self.topic_lists = TopicLists(self.store)
+            self.listed: tuple[set[str], str | None] | None = None  # the topic set and tlver at the last check
             self.beats: dict[tuple[str, str], int] = {}  # BROKER_HEARTBEATs acknowledged, not yet written
             self.model = RouteModel()
             self.now = 1_000_000
@@ -408,7 +413,13 @@ def make_machine(connect):
                 assert (civer != self.shown[1]) == (info != self.shown[0]), (self.shown, info, civer)
                 event("cluster info: changed" if info != self.shown[0] else "cluster info: the copy answered")
             self.shown = (info, civer)
-            listed = set(self.run(self.store.topic_list()))
+            names, tlver = self.run(self.store.topic_list_at())
+            listed = set(names)
+            assert set(self.run(self.topic_lists.get()).value.topics) == listed
+            if self.listed is not None:  # renewed exactly when the set changed (a same re-registration: not)
+                assert (tlver != self.listed[1]) == (listed != self.listed[0]), (self.listed, listed, tlver)
+                event("topic list: changed" if listed != self.listed[0] else "topic list: the copy answered")
+            self.listed = (listed, tlver)
             if self.store.held:  # a topic only a swept broker served is listed until its step
                 assert set(self.model.topics) <= listed
                 event("invariants checked with a sweep under way")

@@ -396,3 +396,19 @@ async def test_cluster_info_read_whole_after_three_disturbed_reads(store):
     assert len(info.broker_addr_table) == 133 and version == await store.cluster_info_version()
     del store.cluster_info_step
     assert await store.cluster_info_read() == (info, version, "steps")  # undisturbed: in steps again, the same
+
+
+async def test_topic_list_version_starts_on_a_registry_written_before_it(store):
+    """A registry an earlier release wrote has topics and no {P}:tlver: the all-topics read starts the counter, so
+    workers keep copies from the first read; an empty registry's read writes nothing."""
+    key = store.keys.topic_list_version
+    assert (await store.topic_list_at()) == ([], None)
+    assert await store.redis.exists(key) == 0
+    await store.register_broker(reg("a", "10.0.0.1:1", ["T"]), now=T0)
+    renewed = await store.redis.get(key)
+    await store.redis.delete(key)  # as an earlier release left it
+    names, version = await store.topic_list_at()
+    assert names == ["T"] and version == await store.topic_list_version()
+    assert int(version) > int(renewed)  # above the value it had: a copy kept at that one is not taken for this
+    assert (await store.topic_list_at())[1] == version  # and read, not renewed, from then on
+    assert (await store.topic_list_at("unit"))[1] is None  # only the plain list is versioned
