@@ -63,7 +63,8 @@ async def test_a_workers_topic_list_copy_shows_every_topic_added_or_removed_thro
             assert (await via_a.request(codes.REGISTER_BROKER, register_ext(), added)).code == 0
             assert await read() == ["TopicA", "TopicB", "TopicC"]
             other = register_ext(brokerName="broker-b", brokerAddr="10.0.0.2:10911")
-            assert (await via_a.request(codes.REGISTER_BROKER, other, register_body({"TopicD": 1, "TopicE": 1}))).code == 0
+            two = register_body({"TopicD": 1, "TopicE": 1})  # one topic would be a single-topic registration
+            assert (await via_a.request(codes.REGISTER_BROKER, other, two)).code == 0
             assert await read() == ["TopicA", "TopicB", "TopicC", "TopicD", "TopicE"]
             r = await via_a.request(codes.DELETE_TOPIC_IN_NAMESRV, {"topic": "TopicC"})
             assert r.code == 0, r.remark
