@@ -11,7 +11,8 @@ from service.config import Settings
 from service.core.access import Access, Principal, Role
 from service.core.cluster_infos import ClusterInfos
 from service.core.route_cache import RouteCache, RouteEntry
-from service.core.topic_lists import TopicLists, VersionedCopy
+from service.core.topic_lists import TopicLists
+from service.core.versioned_copies import VersionedCopy
 from service.errors import Disabled, InvalidArgument, NotReady
 from service.models import (
     BrokerMemberGroup,
@@ -85,7 +86,7 @@ class RouteOps:
     async def cluster_info(self, who: Principal) -> ClusterInfo:
         """RocketMQ 106, from the worker's copy while the registry's cluster-info version holds (shared: read only)."""
         self.access.require(who, Role.READ)
-        return (await self.cluster_infos.get()).info
+        return (await self.cluster_infos.get()).value
 
     async def encoded_cluster_info(self, who: Principal, door: Hashable, encode: Callable[[ClusterInfo], T]) -> T:
         """The cluster info as `door` encodes it, made once per version of it (10 000 brokers: ~17 ms a time)."""

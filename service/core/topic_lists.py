@@ -9,98 +9,18 @@ exactly the set at that value. So a read GETs the counter (one command) and, whi
 copy and the bytes each door encoded of it. Only the plain list is kept: the unit modes depend on queue data flags,
 which change without the set changing.
 
-The sharing rules are those of the cluster info's copy (service/core/cluster_infos.py), written generically here
-so that either can use them: concurrent misses share one walk; a read joins only a walk that began after it did,
-or one that read the very version its GET saw, so it never answers a state older than one acknowledged before it
-began. A copy older than MAX_AGE_S is read again: during a rolling upgrade, workers of a release before the counter
-add and remove topics without renewing it.
+The copy's rules (shared misses, read-your-writes, MAX_AGE_S) are service/core/versioned_copies.py's, as the
+cluster info's copy's are.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any
 
+from service.core.versioned_copies import VersionedCopies
 from service.models import TopicList
-
-V = TypeVar("V")
-T = TypeVar("T")
-
-
-class VersionedCopy(Generic[V]):
-    """A value at one registry counter value (None: never renewed, never reused) and its encodings by door."""
-
-    __slots__ = ("value", "version", "taken", "_encoded")
-
-    def __init__(self, value: V, version: str | None, taken: float) -> None:
-        self.value = value
-        self.version = version
-        self.taken = taken
-        self._encoded: dict[Hashable, Any] = {}
-
-    def encoding(self, door: Hashable, encode: Callable[[V], T]) -> T:
-        """What `door` makes of the value (its body bytes, with a tag), made once per copy."""
-        if door not in self._encoded:
-            self._encoded[door] = encode(self.value)
-        return self._encoded[door]
-
-
-class VersionedCopies(Generic[V]):
-    """The latest copy of a value `read_at` returns with the counter it reflects; `read_version` GETs the counter."""
-
-    MAX_AGE_S = 60.0
-
-    def __init__(self, read_version: Callable[[], Awaitable[str | None]],
-                 read_at: Callable[[], Awaitable[tuple[V, str | None]]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._read_version = read_version
-        self._read_at = read_at
-        self._clock = clock
-        self._copy: VersionedCopy[V] | None = None
-        self._call: tuple[int, asyncio.Task[VersionedCopy[V]]] | None = None  # the read under way, by number
-        self._calls = 0  # reads begun
-        self.hits = 0
-        self.calls = 0  # reads of the value made (misses, shared)
-
-    async def get(self) -> VersionedCopy[V]:
-        began = self._calls
-        version = await self._read_version()
-        copy = self._copy
-        if (copy is not None and version is not None and copy.version == version
-                and self._clock() - copy.taken < self.MAX_AGE_S):
-            self.hits += 1
-            return copy
-        while True:
-            call = self._call
-            if call is None:
-                return await asyncio.shield(self._begin())
-            number, task = call
-            if number > began:  # began after this read did: it reads a state at least as new
-                return await asyncio.shield(task)
-            done = await asyncio.shield(task)
-            if version is not None and done.version == version:
-                return done
-
-    def _begin(self) -> asyncio.Task[VersionedCopy[V]]:
-        self._calls += 1
-        number = self._calls
-        task = asyncio.get_running_loop().create_task(self._read(number))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a failure no reader waited for
-        self._call = (number, task)
-        return task
-
-    async def _read(self, number: int) -> VersionedCopy[V]:
-        try:
-            self.calls += 1
-            value, version = await self._read_at()
-            copy = VersionedCopy(value, version, self._clock())
-            self._copy = copy
-            return copy
-        finally:
-            if self._call is not None and self._call[0] == number:
-                self._call = None
 
 
 class TopicLists(VersionedCopies[TopicList]):

@@ -407,7 +407,7 @@ def make_machine(connect):
             assert jsonable(stepped) == info and how == "steps", how  # nothing changes between its steps here
             event("cluster info: one step" if len(taken) == 1 else "cluster info: several steps")
             assert self.run(self.store.cluster_info_at()) == (stepped, at)  # the one-call read, at the same version
-            assert jsonable(self.run(self.cluster_infos.get()).info) == info
+            assert jsonable(self.run(self.cluster_infos.get()).value) == info
             civer = self.run(self.store.cluster_info_version())
             if self.shown is not None:  # renewed exactly when what it shows changed (a same re-registration: not)
                 assert (civer != self.shown[1]) == (info != self.shown[0]), (self.shown, info, civer)

@@ -37,7 +37,7 @@ class Registry:
 
 
 def shown(copy) -> str:
-    return copy.info.cluster_addr_table["C"][0]
+    return copy.value.cluster_addr_table["C"][0]
 
 
 async def until(cond) -> None:
