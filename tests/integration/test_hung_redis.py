@@ -80,8 +80,10 @@ async def test_hung_redis_answers_503_by_the_deadline_and_recovers(lone_redis):
             # Redis is there; once one found it silent, one probe at a time waits its deadline and the others get
             # their 503 at once, so it comes within the deadline and a PING's, or sooner
             assert small[0] == 503 and small[1] < 2 * base + 1.0, small
+            # the large one as the small: the probe waits its deadline, a bulk call arriving while another probes (the
+            # small one's, or the expiry scan's: CI once answered it in 0.33 s, hashing its body) fails at once
             status, took = large
-            assert status == 503 and base - 0.05 <= took < base + 100_000 * PER_TOPIC_S + healthy, (took, healthy)
+            assert status == 503 and took < base + 100_000 * PER_TOPIC_S + healthy, (took, healthy)
             assert ready[0] == 503 and ready[1] < 2.0
             assert live[0] == 200 and live[1] < 0.5
 
