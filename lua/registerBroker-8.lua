@@ -218,6 +218,8 @@ if old and old ~= addr then
     drop_live(base, K, cluster, addr, ch, name)
     if broker_changed and not begin then
       for _, t in ipairs(rcall("SMEMBERS", kbt)) do changes_add(ch, t) end
+    elseif broker_changed then
+      changes_add_broker(ch, name)  -- see the end of the script
     end
     changes_publish(base, K.ver, ch)
     if begin then return { 2, broker_changed and 1 or 0 } end
@@ -336,8 +338,17 @@ if filter_arg ~= "-" then
 end
 
 if broker_changed and not begin then
-  ch.lines = {}  -- a delta's update lines: every topic is named below
-  for _, t in ipairs(rcall("SMEMBERS", kbt)) do changes_add(ch, t) end
+  -- a delta's update lines: every topic is named below, but those this registration joined (their join lines carry
+  -- the broker's data as it is now)
+  ch.lines = {}
+  local joined = ch.joined[name] or {}
+  for _, t in ipairs(rcall("SMEMBERS", kbt)) do
+    if not joined[t] then changes_add(ch, t) end
+  end
+elseif broker_changed then
+  -- A chunked registration names its topics when it ends (registerFinish), which a worker dying mid-way never
+  -- reaches: every route showing the broker changes now, so workers evict those they cached ("@<brokerName>").
+  changes_add_broker(ch, name)
 end
 changes_publish(base, K.ver, ch)
 

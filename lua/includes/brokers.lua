@@ -73,8 +73,7 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch, defer)
       for _, t in ipairs(rcall("SMEMBERS", kbt)) do
         local kt = base .. "t:" .. t
         rcall("HDEL", kt, broker_name)
-        topic_drop_if_unserved(base, K.topics, kt, t)
-        changes_add(ch, t)
+        if topic_drop_if_unserved(base, K.topics, kt, t) then changes_add(ch, t) else changes_leave(ch, broker_name, t) end
       end
     end
     rcall("DEL", kb, kba, kbt)

@@ -63,7 +63,8 @@ end
 local MAX_EVENT_TOPICS = 200000
 
 local function changes_new()
-  return { seen = {}, n = 0, all = false, brokers = {}, states = {}, updates = {}, nu = 0, lines = {} }
+  return { seen = {}, n = 0, all = false, brokers = {}, states = {}, updates = {}, nu = 0, lines = {},
+           leaves = {}, leave_order = {}, joins = {}, join_order = {}, joined = {} }
 end
 
 -- Topic `t`'s route changed only in `broker_name`'s queue data, now `enc` ("r,w,perm,sysFlag"): published in a line
@@ -146,9 +147,65 @@ local function group_add(lists, order, key, value)
   list[#list + 1] = value
 end
 
+-- Count `n` more in-place lines' topics (updates, joins, leaves); past the bound the event becomes "*".
+local function changes_count_updates(ch, n)
+  ch.nu = ch.nu + n
+  if ch.nu > MAX_EVENT_TOPICS then
+    ch.all = true
+    ch.seen = {}
+    return false
+  end
+  return true
+end
+
+-- Topic `t`, which still exists, no longer shows `broker_name` at all (the broker is gone: its queue data and its
+-- BrokerData leave the route): published as "~<brokerName>\t<t1>\t<t2>...", with which a worker takes the broker
+-- out of its cached routes instead of reading them again (a rolling restart of a cluster's brokers evicted every
+-- route of the cluster twice, on every worker, and its readers all missed at once).
+local function changes_leave(ch, broker_name, t)
+  if ch.all or not changes_count_updates(ch, 1) then return end
+  group_add(ch.leaves, ch.leave_order, broker_name, t)
+end
+
+-- Topic `t`, which existed before, is now served by `broker_name` too, with queue data `enc`: published as
+-- "+<brokerName>\t<enc>\t<cluster>\t<enableActingMaster>\t<zone>\t<id,addr,...>\t<t1>..." with the broker's
+-- data as the script leaves it (changes_publish reads it), so a worker adds the broker to its cached routes.
+local function changes_join(ch, broker_name, t, enc)
+  if ch.all or not changes_count_updates(ch, 1) then return end
+  group_add(ch.joins, ch.join_order, broker_name .. "\t" .. enc, t)
+  local joined = ch.joined[broker_name]
+  if joined == nil then
+    joined = {}
+    ch.joined[broker_name] = joined
+  end
+  joined[t] = true
+end
+
+-- The fields of a join line for `broker_name` as getRoutes would show it now ("cluster\team\tzone\tid,addr,..."),
+-- or nil when a worker could not build its BrokerData from them alone: the broker gone, shown with an acting
+-- master (enableActingMaster without id 0: getRoutes rewrites its ids per topic), any filter server registered
+-- (routes carry them by address), or a field holding a separator. Its topics are then evicted instead.
+local function join_fields(base, broker_name)
+  local meta = rcall("HMGET", base .. "b:" .. broker_name, "cluster", "enableActingMaster", "zoneName")
+  if not meta[1] or rcall("HLEN", base .. "filtersrv") > 0 then return nil end
+  local aflat = rcall("HGETALL", base .. "ba:" .. broker_name)
+  local zero = false
+  for i = 1, #aflat, 2 do
+    if aflat[i] == "0" then zero = true end
+  end
+  if #aflat == 0 or (meta[2] == "1" and not zero) then return nil end
+  local addrs = table.concat(aflat, ",")
+  if string.find(meta[1] .. (meta[3] or ""), "[\t\n,]") or string.find(table.concat(aflat, ""), "[\t\n,]") then
+    return nil
+  end
+  return table.concat({ meta[1], meta[2] or "0", meta[3] or "", addrs }, "\t")
+end
+
 -- Bump the registry version and publish "<ver>\t2\n*" or "<ver>\t2\n<t1>\n<t2>...\n=<broker>\t<enc>\t<t3>\t<t4>...
 -- \n@<broker>...\n!<broker>..." (format 2: in-place updates grouped by broker and queue data, so that a worker
--- checks them against its cache in one pass; service/store/events.py reads it).
+-- checks them against its cache in one pass; service/store/events.py reads it); format 3 when it holds a broker's
+-- leaves ("~") or joins ("+"), which a worker of a release before them must not read as topics (it flushes on a
+-- format it does not know).
 local function changes_publish(base, k_ver, ch)
   for b, _ in pairs(touched_brokers) do ch.states[b] = true end
   touched_brokers = {}
@@ -168,6 +225,38 @@ local function changes_publish(base, k_ver, ch)
     end
     for _, u in ipairs(order) do parts[#parts + 1] = "=" .. u .. "\t" .. table.concat(groups[u], "\t") end
     for _, line in ipairs(ch.lines) do parts[#parts + 1] = line end
+    local fmt = "2"
+    for _, b in ipairs(ch.leave_order) do
+      local ts = {}
+      for _, t in ipairs(ch.leaves[b]) do
+        if not ch.seen[t] then ts[#ts + 1] = t end
+      end
+      if #ts > 0 then
+        parts[#parts + 1] = "~" .. b .. "\t" .. table.concat(ts, "\t")
+        fmt = "3"
+      end
+    end
+    local fields = {}
+    for _, key in ipairs(ch.join_order) do
+      local b = string.match(key, "^([^\t]*)\t")
+      local f = fields[b]
+      if f == nil then
+        f = join_fields(base, b) or false
+        fields[b] = f
+      end
+      local ts = {}
+      for _, t in ipairs(ch.joins[key]) do
+        if not ch.seen[t] then
+          if f then ts[#ts + 1] = t else parts[#parts + 1] = t end
+        end
+      end
+      if #ts > 0 then
+        local enc = string.sub(key, #b + 2)
+        parts[#parts + 1] = "+" .. b .. "\t" .. enc .. "\t" .. f .. "\t" .. table.concat(ts, "\t")
+        fmt = "3"
+      end
+    end
+    parts[1] = ver .. "\t" .. fmt
     for _, b in ipairs(ch.brokers) do parts[#parts + 1] = "@" .. b end
     for b, _ in pairs(ch.states) do parts[#parts + 1] = "!" .. b end
     payload = table.concat(parts, "\n")
@@ -214,12 +303,19 @@ local function topic_list_changed(base)
 end
 
 -- Every write of {P}:topics goes through these two, so tlver moves exactly when the set does.
+-- Whether `t` is new.
 local function topic_add(base, k_topics, t)
-  if rcall("SADD", k_topics, t) == 1 then topic_list_changed(base) end
+  if rcall("SADD", k_topics, t) == 1 then
+    topic_list_changed(base)
+    return true
+  end
+  return false
 end
--- Topic `t` (its queue data at `kt`) leaves the set if no broker's queue data remain.
+-- Topic `t` (its queue data at `kt`) leaves the set if no broker's queue data remain; whether none remain.
 local function topic_drop_if_unserved(base, k_topics, kt, t)
-  if rcall("EXISTS", kt) == 0 and rcall("SREM", k_topics, t) == 1 then topic_list_changed(base) end
+  if rcall("EXISTS", kt) ~= 0 then return false end
+  if rcall("SREM", k_topics, t) == 1 then topic_list_changed(base) end
+  return true
 end
 
 -- One broker's row of GET_BROKER_CLUSTER_INFO's brokerAddrTable: {brokerName, cluster, enableActingMaster,
@@ -316,9 +412,8 @@ local function write_queue_datas(base, k_topics, broker_name, names, encs, check
       if not served or rcall("HGET", kt, broker_name) ~= enc then
         rcall("HSET", kt, broker_name, enc)
         if not served then
-          topic_add(base, k_topics, t)
+          if topic_add(base, k_topics, t) then changes_add(ch, t) else changes_join(ch, broker_name, t, enc) end
           rcall("SADD", kbt, t)
-          changes_add(ch, t)
         else
           changes_update(ch, t, broker_name, enc)
         end
@@ -372,9 +467,8 @@ local function write_topic_groups(base, k_topics, broker_name, groups, check_eac
             nu = nu + 1
             updated[nu] = t
           else
-            topic_add(base, k_topics, t)
+            if topic_add(base, k_topics, t) then changes_add(ch, t) else changes_join(ch, broker_name, t, e) end
             rcall("SADD", kbt, t)
-            changes_add(ch, t)
           end
           changed = changed + 1
         end

@@ -12,7 +12,11 @@ Correctness rules:
   events); a line `=<brokerName>\\t<queue data>\\t<topic>...` (a registration that changed only that broker's queue
   data of those topics) updates cached routes in place, so their readers stay hits (anything it cannot update is
   evicted: the topic not cached, the broker not in it, or its write bit flipped, which the acting-master view
-  depends on); a line `!<brokerName>` (`!*`: all) evicts no route but tells `state_listeners` that broker's
+  depends on); a line `~<brokerName>\t<topic>...` (the broker gone from those topics) or `+<brokerName>\t...`
+  (the broker, its queue data and BrokerData, added to those existing topics) takes the broker out of, or puts it
+  into, the cached routes of those topics (each route object once: the topics of a cluster share one), so a rolling
+  restart's readers stay hits; a route with filter servers, or left with no queue data, is evicted instead; a line
+  `!<brokerName>` (`!*`: all) evicts no route but tells `state_listeners` that broker's
   registration changed; `*`, a gap in versions, a format it does not know, or a resubscription flushes everything
   (and tells the listeners: all);
 - a fill is stored unless, while it was being fetched, something was flushed, or an event newer than the version
@@ -36,7 +40,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 
 from service.core.watch import ChangeFeed
-from service.models import QueueData, ReadAt, TopicRouteData
+from service.javaorder import hash_order
+from service.models import BrokerData, QueueData, ReadAt, TopicRouteData
 from service.store.events import parse_event
 
 log = logging.getLogger(__name__)
@@ -81,6 +86,28 @@ MISSING = RouteEntry(None)  # shared by every negative entry; doors encode "no s
 def _brokers_of(route: TopicRouteData) -> set[str]:
     """The brokerNames a route names (queue data and broker data): an "@" event for any of them evicts it."""
     return {b.broker_name for b in route.broker_datas} | {q.broker_name for q in route.queue_datas}
+
+
+def _with_broker(route: TopicRouteData, broker: str, queue: QueueData | None, data: BrokerData | None
+                 ) -> TopicRouteData | None:
+    """`route` without `broker` (queue None) or with it, serving with `queue` and described by `data`: both lists in
+    Java's hash order, as a read from Redis lists them (service/store/route_reads.py). None where that is not what
+    a read would give: a route with filter servers (they are listed by address), or one left with no queue data."""
+    if route.filter_server_table:
+        return None
+    queues = [q for q in route.queue_datas if q.broker_name != broker]
+    brokers = [b for b in route.broker_datas if b.broker_name != broker]
+    if queue is not None and data is not None:
+        queues.append(queue)
+        brokers.append(data)
+    if not queues:
+        return None
+    return TopicRouteData(hash_order(queues, _name), hash_order(brokers, _name, copied=True), {},
+                          route.order_topic_conf)
+
+
+def _name(data: QueueData | BrokerData) -> str:
+    return data.broker_name
 
 
 class RouteCache:
@@ -135,6 +162,11 @@ class RouteCache:
         self.state_listeners: list[Callable[[list[str] | None], None]] = []
 
     # ---------------------------------------------------------------- reads
+    @property
+    def version_seen(self) -> int:
+        """The registry version the events (or a poll) brought this cache to."""
+        return self._ver_seen
+
     @property
     def fresh(self) -> bool:
         return self.enabled and (self._clock() - self._confirmed_at) < self.staleness
@@ -369,6 +401,55 @@ class RouteCache:
             self.feed.notify(updated)
         return evict
 
+    def _rebroker(self, leaves: list[tuple[str, list[str]]], joins: list[tuple[str, str, BrokerData, list[str]]],
+                  ver: int) -> list[str]:
+        """Take brokers out of (`leaves`) or put them into (`joins`) the cached routes of their topics, in that
+        order; the topics to evict instead (not cached here, or a route this cannot rebuild alone). A route object
+        several topics share (a cluster's, read together) is rebuilt once, so they keep sharing one, encoded once
+        per door (RouteCache.encoding)."""
+        evict: list[str] = []
+        changed: list[str] = []
+        entries = self._entries
+        ops: list[tuple[str, list[str], QueueData | None, BrokerData | None]] = [(b, ts, None, None)
+                                                                                 for b, ts in leaves]
+        for broker, enc, data, topics in joins:
+            try:
+                ops.append((broker, topics, QueueData.decode(broker, enc), data))
+            except ValueError:
+                evict.extend(topics)
+        for broker, topics, queue, data in ops:
+            hits = entries.keys() & topics
+            if len(hits) < len(topics):
+                evict.extend(topics if not hits else [t for t in topics if t not in hits])
+            rebuilt: dict[int, tuple[TopicRouteData, TopicRouteData | None]] = {}
+            for topic in hits:
+                entry = entries[topic]
+                if entry.pending is not None:
+                    entry = self._settle(topic, entry)
+                route = entry.route
+                assert route is not None
+                done = rebuilt.get(id(route))
+                if done is None or done[0] is not route:
+                    done = rebuilt[id(route)] = (route, _with_broker(route, broker, queue, data))
+                if done[1] is None:
+                    evict.append(topic)
+                else:
+                    self._replace(topic, done[1])
+                    changed.append(topic)
+        if changed:
+            self._touch(changed, ver)  # a fill under way that read the old route: not cached
+            self.updates += len(changed)
+            self.feed.notify(changed)
+        return evict
+
+    def _replace(self, topic: str, route: TopicRouteData) -> None:
+        """The cached entry of `topic` now holds `route` (its encodings are made when asked for)."""
+        self._drop(topic)
+        entry = self._entries[topic] = RouteEntry(route)
+        for name in _brokers_of(route):
+            self._by_broker.setdefault(name, set()).add(topic)
+        self.bytes += entry.size + len(topic)
+
     def apply_event(self, payload: str) -> None:
         if "\n=" in payload and not self._inflight and not len(self.feed):
             payload = self._without_unseen_updates(payload)
@@ -388,6 +469,10 @@ class RouteCache:
             if event.updates:
                 names.extend(self._update(event.updates, ver) if not late else
                              [t for _, _, topics in event.updates for t in topics])
+            if event.leaves or event.joins:
+                names.extend(self._rebroker(event.leaves, event.joins, ver) if not late else
+                             [t for _, topics in event.leaves for t in topics] +
+                             [t for _, _, _, topics in event.joins for t in topics])
             if event.states:
                 for listener in self.state_listeners:
                     listener(None if "*" in event.states else event.states)
@@ -411,7 +496,7 @@ class RouteCache:
         read may name the broker and not be cached yet) and no long-poll or stream waits (they are told every
         topic that changed): the caller checks."""
         lines = payload.split("\n")
-        if not lines[0].endswith("\t2"):  # the format before ("=<topic>\t...") or one it does not know
+        if not lines[0].endswith(("\t2", "\t3")):  # the format before ("=<topic>\t...") or one it does not know
             return payload
         by_broker = self._by_broker
         kept = [line for line in lines if line[:1] != "=" or "\t" not in line or line[1:line.find("\t")] in by_broker]

@@ -11,6 +11,12 @@ An event (lua/includes/common.lua, changes_publish) is "<ver>\t2\n" then one lin
                                       pass, most of them not cached there)
   @<brokerName>                       every route naming the broker changed (too many topics to name at once)
   !<brokerName>                       the broker's registration state changed (no route did); "!*": every broker
+and, in format 3 ("<ver>\t3\n", only when it holds them: a worker of a release before them flushes on it):
+  ~<brokerName>\t<t1>...              the broker is gone from these topics (its queue data and BrokerData), which
+                                      remain: take it out of cached routes
+  +<brokerName>\t<enc>\t<cluster>\t<enableActingMaster>\t<zone>\t<id>,<addr>,...\t<t1>...
+                                      the broker now serves these topics, which existed before, with queue data
+                                      <enc> and that BrokerData: add it to cached routes
 or "<ver>\t2\n*": anything may have changed. The format before (no "\t2"; "=<topic>\t<brokerName>\t<enc>" lines,
 one per topic) is still read, from workers of the version before during a rolling upgrade; a format this version
 does not know is refused (ValueError), and the route cache flushes on it.
@@ -24,6 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
 from service.errors import StoreUnavailable
+from service.models import BrokerData
 from service.store.calls import REDIS_ERRORS, translate
 from service.store.outage import OUTAGE
 
@@ -37,6 +44,8 @@ class ChangeEvent(NamedTuple):
     updates: list[tuple[str, str, list[str]]]  # (brokerName, queue data, topics)
     brokers: list[str]  # "@"
     states: list[str]  # "!" ("*": all)
+    leaves: list[tuple[str, list[str]]]  # "~": (brokerName, topics)
+    joins: list[tuple[str, str, BrokerData, list[str]]]  # "+": (brokerName, queue data, its BrokerData, topics)
 
 
 def parse_event(payload: str) -> ChangeEvent:
@@ -44,17 +53,36 @@ def parse_event(payload: str) -> ChangeEvent:
     head, _, rest = payload.partition("\n")
     ver_text, tab, fmt = head.partition("\t")
     ver = int(ver_text)
-    if tab and fmt != "2":
+    if tab and fmt not in ("2", "3"):
         raise ValueError(f"change event format {fmt!r} unknown to this version")
     topics: list[str] = []
     updates: list[tuple[str, str, list[str]]] = []
     brokers: list[str] = []
     states: list[str] = []
+    leaves: list[tuple[str, list[str]]] = []
+    joins: list[tuple[str, str, BrokerData, list[str]]] = []
     if rest == "*":
-        return ChangeEvent(ver, True, topics, updates, brokers, states)
+        return ChangeEvent(ver, True, topics, updates, brokers, states, leaves, joins)
     for line in rest.split("\n") if rest else ():
         kind = line[:1]
-        if kind == "=":
+        if kind == "~" and fmt == "3":
+            parts = line[1:].split("\t")
+            if len(parts) < 2:
+                raise ValueError(f"change event line {line[:80]!r} names no topic")
+            leaves.append((parts[0], parts[1:]))
+        elif kind == "+" and fmt == "3":
+            parts = line[1:].split("\t")
+            if len(parts) < 7:
+                raise ValueError(f"change event line {line[:80]!r} is no join")
+            name, enc, cluster, eam, zone, addrs = parts[:6]
+            flat = addrs.split(",")
+            if len(flat) % 2:
+                raise ValueError(f"change event line {line[:80]!r}: addresses not in pairs")
+            data = BrokerData(cluster=cluster, broker_name=name,
+                              broker_addrs={int(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)},
+                              enable_acting_master=eam == "1", zone_name=zone or None)
+            joins.append((name, enc, data, parts[6:]))
+        elif kind == "=":
             parts = line[1:].split("\t")
             if len(parts) < 3:
                 raise ValueError(f"change event line {line[:80]!r} is no in-place update")
@@ -68,7 +96,7 @@ def parse_event(payload: str) -> ChangeEvent:
             brokers.append(line[1:])
         else:
             topics.append(line)
-    return ChangeEvent(ver, False, topics, updates, brokers, states)
+    return ChangeEvent(ver, False, topics, updates, brokers, states, leaves, joins)
 
 
 async def _as_is(response: Any) -> Any:

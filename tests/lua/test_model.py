@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 
 from service.core.cluster_infos import ClusterInfos
+from service.core.route_cache import RouteCache
 from service.core.topic_lists import TopicLists
 from service.errors import BrokerNameConflict, BrokerNotFound, CrossClusterRefused
 from service.models import BrokerIdentity, DataVersion, QueueData, RegisterBroker, TopicConfig
@@ -78,6 +79,15 @@ def make_machine(connect):
             # the same for the all-topics list and {P}:tlver: a script that adds or removes a topic without renewing
             # it leaves the copy stale
             self.topic_lists = TopicLists(self.store)
+            # a worker's route cache, kept across steps by the change events alone (read here from a subscription
+            # of the store's channel): an event that does not say what a script changed, or in-place updates
+            # ("=", "~", "+" lines) that rebuild a route differently from a read, leave a cached route that differs
+            # from the model (cached_routes_same_as_model)
+            self.cache = RouteCache(None, self.store.version, staleness_ms=10**9, clock=lambda: 0.0)
+            self.pubsub = self.client.pubsub()
+            self.run(self.pubsub.subscribe(self.store.keys.changes))
+            self.run(self.cache.poll_once())
+            self.cached_with: bool | None = None  # support_acting_master of the cached reads
             self.listed: tuple[set[str], str | None] | None = None  # the topic set and tlver at the last check
             self.beats: dict[tuple[str, str], int] = {}  # BROKER_HEARTBEATs acknowledged, not yet written
             self.model = RouteModel()
@@ -385,6 +395,49 @@ def make_machine(connect):
         @rule()
         def toggle_acting_master(self):
             self.support_acting_master = not self.support_acting_master
+
+        def teardown(self):
+            if hasattr(self, "pubsub"):
+                self.run(self.pubsub.aclose())
+            super().teardown()
+
+        async def apply_events(self) -> None:
+            """Every change event published so far, applied to the route cache."""
+            want = await self.store.version()
+            waited = 0
+            while self.cache.version_seen < want:
+                msg = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+                if msg is not None:
+                    if "\n~" in msg["data"] or "\n+" in msg["data"]:
+                        event("route cache: a broker left or joined topics (format 3)")
+                    self.cache.apply_event(msg["data"])
+                else:
+                    waited += 1
+                    assert waited < 100, f"events never reached version {want}"
+
+        @invariant()
+        def cached_routes_same_as_model(self):
+            if not hasattr(self, "store"):
+                return
+            sam = self.support_acting_master
+            if self.cached_with != sam:  # a worker's read flags are fixed: start over as another one
+                self.cache.flush()
+                self.cached_with = sam
+            before = (self.cache.updates, self.cache.flushes)
+            self.run(self.apply_events())
+            if self.cache.updates > before[0]:
+                event("route cache: routes updated in place")
+            if self.cache.flushes > before[1]:
+                event("route cache: flushed")
+            for t in TOPICS:
+                hit = self.cache.lookup(t)
+                if hit is not None:
+                    want = self.model.route(t, support_acting_master=sam, order=True)
+                    assert (jsonable(hit.route) if hit.route else None) == want, ("cached", t, hit.route, want)
+            for t in TOPICS:
+                if self.cache.lookup(t) is None:
+                    read = self.store.get_route_at(t, support_acting_master=sam, order_message_enable=True)
+                    self.run(self.cache.fill(t, lambda read=read: read))
 
         @invariant()
         def same_as_model(self):

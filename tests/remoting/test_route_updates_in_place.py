@@ -48,3 +48,43 @@ async def test_readers_of_a_changed_registrations_topics_stay_hits(make_door):
 async def _fresh(door) -> bool:
     await asyncio.sleep(0)
     return door.ns.routes.fresh
+
+
+async def test_readers_stay_hits_while_a_broker_leaves_and_comes_back(make_door):
+    """A rolling restart through the door real brokers use: a cluster's second broker unregisters on worker B, then
+    registers again; worker A takes it out of, then puts it back into, its cached routes ("~" and "+" lines), so
+    the readers on A read no route from Redis and see exactly what Redis holds after each step."""
+    server = fakeredis.FakeServer()
+    a = await make_door(server)
+    b = await make_door(server)
+    for d in (a, b):
+        await until(lambda d=d: _fresh(d), "route cache never fresh")
+    first = await b.client()
+    assert (await first.request(codes.REGISTER_BROKER, register_ext(), register_body(TOPICS))).code == SUCCESS
+    second_id = {"brokerName": "broker-b", "brokerAddr": "10.0.0.2:10911"}
+    second = await b.client()
+    reply = await second.request(codes.REGISTER_BROKER, register_ext(**second_id), register_body(TOPICS))
+    assert reply.code == SUCCESS
+    reader = await a.client()
+    for t in TOPICS:  # cached on worker A, both brokers in every route
+        r = await reader.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": t})
+        assert len(fastjson.loads(r.body)["brokerDatas"]) == 2
+    for step, brokers in (("leaves", ["broker-a"]), ("comes back", ["broker-a", "broker-b"])):
+        updates = a.ns.routes.updates
+        if step == "leaves":
+            reply = await second.request(codes.UNREGISTER_BROKER, {"clusterName": "C1", "brokerId": 0, **second_id})
+        else:
+            reply = await second.request(codes.REGISTER_BROKER, register_ext(**second_id), register_body(TOPICS))
+        assert reply.code == SUCCESS
+
+        async def updated(before: int = updates) -> bool:
+            return a.ns.routes.updates == before + len(TOPICS)
+
+        await until(updated, f"worker A never updated its cached routes when the broker {step}")
+        calls = script_calls(a)
+        for t in TOPICS:
+            r = await reader.request(codes.GET_ROUTEINFO_BY_TOPIC, {"topic": t})
+            assert sorted(d["brokerName"] for d in fastjson.loads(r.body)["brokerDatas"]) == brokers, step
+            assert jsonable(a.ns.routes.lookup(t).route) == jsonable(await a.ns.store.get_route(t))
+        assert calls == ["getRoutes"] * len(TOPICS)  # the comparisons' own reads: the door's were all hits
+        del a.ns.store._run  # the spy goes: the next step spies afresh

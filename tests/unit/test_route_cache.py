@@ -496,8 +496,8 @@ async def test_a_poll_passed_by_events_while_it_was_out_flushes_nothing():
 
 async def test_the_format_before_is_read_and_an_unknown_one_flushes():
     """During a rolling upgrade the scripts of the version before publish one "=<topic>\\t<broker>\\t<queue data>"
-    line per topic: read as before. A format this version does not know ("<ver>\\t3") flushes everything (never a
-    silent misreading that leaves routes stale)."""
+    line per topic: read as before. A format this version does not know ("<ver>\\t4") flushes everything (never a
+    silent misreading that leaves routes stale), as the release before this one flushes on format 3."""
     clock = Clock()
     c = cache(clock)
     await c.poll_once()
@@ -507,7 +507,7 @@ async def test_the_format_before_is_read_and_an_unknown_one_flushes():
     c.apply_event("8\n=T\tb\t4,4,6,0\n=Other\tb\t4,4,6,0\n!b")
     assert c.lookup("T").route.queue_datas[1].read_queue_nums == 4 and c.lookup("Other") is None
     assert c.updates == 1 and c.flushes == 1
-    c.apply_event("9\t3\nwhatever")
+    c.apply_event("9\t4\nwhatever")
     assert c.flushes == 2 and c.lookup("T") is None
 
 
@@ -577,3 +577,58 @@ async def test_updates_are_applied_when_the_route_is_read_next_in_the_order_they
     c.apply_event("11\t2\n=a\t3,3,6,0\tT")
     c.apply_event("12\t2\n=a\t3,3,4,0\tT")  # the write bit cleared against the pending 3,3,6,0
     assert c.lookup("T") is None
+
+
+async def test_a_broker_leaving_or_joining_rebuilds_the_cached_routes_in_place():
+    """`~<broker>\\t<topics>` (the broker gone from topics that remain) and `+<broker>\\t<queue data>\\t<its data>\\t
+    <topics>` (the broker added to existing topics): the cached routes lose or gain the broker's queue data and
+    BrokerData, in Java's hash order, and stay hits; topics that shared one route object share the rebuilt one;
+    what cannot be rebuilt alone (filter servers, no queue data left, cached as absent) is evicted."""
+    from service.javaorder import hash_order
+
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    names = [f"broker-{i}" for i in range(12)]  # past 12 of them Java's table grows: the order changes with it
+    shared = TopicRouteData(hash_order([QueueData(n, 8, 8, 6, 0) for n in names[:11]], lambda q: q.broker_name),
+                            hash_order([BrokerData("C", n, {0: f"10.0.0.{i}:1"}) for i, n in enumerate(names[:11])],
+                                       lambda b: b.broker_name, copied=True))
+    for t in ("T1", "T2"):
+        await c.fill(t, lambda: fetched(shared))
+    await c.fill("Alone", lambda: fetched(route(names[3])))
+    await c.fill("Filters", lambda: fetched(TopicRouteData(shared.queue_datas, shared.broker_datas,
+                                                           {"10.0.0.1:1": ["f:1"]})))
+    await c.fill("Gone", lambda: fetched(None))
+    watch = c.feed.open(("T1",), "1.2.3.4", 10, 10)
+    c.apply_event(f"8\t3\n~{names[3]}\tT1\tT2\tAlone\tFilters\tNotCached")
+    t1, t2 = c.lookup("T1"), c.lookup("T2")
+    assert t1 is not None and t1.route is t2.route
+    rest = [n for n in names[:11] if n != names[3]]
+    assert [q.broker_name for q in t1.route.queue_datas] == hash_order(rest, str)
+    assert [b.broker_name for b in t1.route.broker_datas] == hash_order(rest, str, copied=True)
+    assert c.lookup("Alone") is None and c.lookup("Filters") is None
+    assert watch.take() == ["T1"]
+    c.apply_event(f"9\t3\n+{names[11]}\t4,4,6,0\tC2\t1\tzone-a\t0,10.0.1.1:1,2,10.0.1.2:1\tT1\tT2\tGone")
+    t1, t2 = c.lookup("T1"), c.lookup("T2")
+    assert t1.route is t2.route and c.lookup("Gone") is None
+    now = [*rest, names[11]]
+    assert [q.broker_name for q in t1.route.queue_datas] == hash_order(now, str)
+    assert [b.broker_name for b in t1.route.broker_datas] == hash_order(now, str, copied=True)
+    added = next(b for b in t1.route.broker_datas if b.broker_name == names[11])
+    assert added == BrokerData("C2", names[11], {0: "10.0.1.1:1", 2: "10.0.1.2:1"}, True, "zone-a")
+    assert next(q for q in t1.route.queue_datas if q.broker_name == names[11]) == QueueData(names[11], 4, 4, 6, 0)
+    assert c.updates == 4
+    c.apply_event(f"10\t3\n~{names[11]}\tT1")  # "@" events still find the routes that name the broker
+    c.apply_event(f"11\n@{names[0]}")
+    assert c.lookup("T1") is None and c.lookup("T2") is None
+    c.feed.close(watch)
+
+
+async def test_join_and_leave_lines_of_a_late_event_evict():
+    """An event a poll got ahead of only evicts, as its update lines do."""
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()  # adopts version 7
+    await c.fill("T", lambda: fetched(two_brokers("a", "10.0.0.1:1", "b", "10.0.0.2:1")))
+    c.apply_event("7\t3\n~b\tT")
+    assert c.lookup("T") is None and c.updates == 0
