@@ -632,3 +632,20 @@ async def test_join_and_leave_lines_of_a_late_event_evict():
     await c.fill("T", lambda: fetched(two_brokers("a", "10.0.0.1:1", "b", "10.0.0.2:1")))
     c.apply_event("7\t3\n~b\tT")
     assert c.lookup("T") is None and c.updates == 0
+
+
+async def test_routes_of_many_brokers_are_evicted_rather_than_rebuilt():
+    """A join or leave rebuilds a cached route in place only up to REBUILD_MAX_BROKERS brokers: past that every
+    registration of a storm would rebuild it in every worker whether or not anyone reads it again."""
+    from service.core.route_cache import REBUILD_MAX_BROKERS
+
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    names = [f"b{i}" for i in range(REBUILD_MAX_BROKERS + 1)]
+    big = TopicRouteData([QueueData(n, 8, 8, 6, 0) for n in names], [BrokerData("C", n, {0: "10.0.0.1:1"})
+                                                                      for n in names])
+    await c.fill("Big", lambda: fetched(big))
+    await c.fill("Small", lambda: fetched(two_brokers("b0", "10.0.0.1:1", "b1", "10.0.0.2:1")))
+    c.apply_event("8\t3\n~b0\tBig\tSmall")
+    assert c.lookup("Big") is None and [q.broker_name for q in c.lookup("Small").route.queue_datas] == ["b1"]
