@@ -145,7 +145,8 @@ class Changes:
                 return out
             ev = parse_event(msg["data"])
             named = {*ev.topics, *(f"={t}" for _, _, ts in ev.updates for t in ts), *("@" + b for b in ev.brokers),
-                     *("!" + b for b in ev.states)}
+                     *("!" + b for b in ev.states), *(f"~{b}:{t}" for b, ts in ev.leaves for t in ts),
+                     *(f"+{b}:{t}" for b, _, _, ts in ev.joins for t in ts)}
             out.append((ev.ver, "*" if ev.everything else named))
         raise AssertionError("too many messages")
 
@@ -987,6 +988,39 @@ async def test_change_events(ns):
         await ns.expire(now=T0 + 120_004)
         assert await changes.one() == (14, {"baseTopic", "TestTopic", "TestTopic2", "!" + BROKER})
         assert await ns.version() == 14
+
+
+async def test_change_events_say_which_broker_left_or_joined_topics_that_remain(ns):
+    """A broker gone from topics other brokers still serve ("~"), or newly serving topics that existed ("+", with
+    its BrokerData as the script left it): workers rebuild their cached routes rather than evict them. A topic it
+    leaves empty, or creates, is named plainly; a broker shown with an acting master is named plainly too."""
+    async with Changes(ns) as changes:
+        await ns.register_broker(broker(topics=table("T1", "T2", base=False)), now=T0)
+        assert await changes.one() == (1, {"T1", "T2", "!" + BROKER})
+        await ns.register_broker(broker(name=BROKER1, addr=MASTER1, topics=table("T1", "T2", "T3", base=False)),
+                                 now=T0)
+        assert await changes.one() == (2, {f"+{BROKER1}:T1", f"+{BROKER1}:T2", "T3", "!" + BROKER1})
+        await ns.unregister_broker(ident(MASTER1, name=BROKER1))
+        assert await changes.one() == (3, {f"~{BROKER1}:T1", f"~{BROKER1}:T2", "T3", "!" + BROKER1})
+        await ns.register_broker(broker(name=BROKER1, addr=MASTER1, bid=1, eam=True,
+                                        topics=table("T1", base=False)), now=T0)  # no id 0: an acting master
+        assert await changes.one() == (4, {"T1", "!" + BROKER1})
+
+
+async def test_a_chunked_registration_that_moves_the_broker_says_so_at_its_first_step(ns):
+    """The first step of a chunked registration that changes the broker's addresses publishes "@<brokerName>"
+    (every route showing the broker changed) at once: its topics are named when it ends, which a worker dying
+    mid-way never reaches, and until then other workers' cached routes kept the old address (found by the model
+    test's route cache, tests/lua/test_model.py)."""
+    async with Changes(ns) as changes:
+        await ns.register_broker(broker(topics=table("T1", "T2", base=False)), now=T0)
+        assert await changes.one() == (1, {"T1", "T2", "!" + BROKER})
+        reg = ns.chunked_registration(broker(addr=MASTER1, topics=table("T1", "T2", base=False), counter=2), 1,
+                                      now=T0 + 1)
+        await reg.begin()
+        ver, named = await changes.one()
+        assert ver == 2 and "@" + BROKER in named, named
+        assert addrs_of(await ns.get_route("T1")) == {0: MASTER1}
 
 
 async def test_change_events_name_every_topic_of_a_big_broker(ns):
