@@ -177,7 +177,7 @@ if prev_name and prev_name ~= name then remove_addr(base, K, cluster, prev_name,
 -- Steps 1-3: cluster membership, BrokerData, acting-master flag and zone (overwritten every time).
 if rcall("SADD", K.clusters, cluster) + rcall("SADD", base .. "c:" .. cluster, name) + rcall("SADD", K.brokers, name)
     > 0 then
-  cluster_info_changed(base)
+  cluster_info_changed(base, name)
 end
 local register_first = not owner
 local broker_changed = register_first
@@ -195,7 +195,7 @@ if zone ~= "" then
 elseif rcall("HDEL", kb, "zoneName") == 1 then
   broker_changed = true
 end
-if broker_changed then cluster_info_changed(base) end  -- filter servers (below) are not in the cluster info
+if broker_changed then cluster_info_changed(base, name) end  -- filter servers (below) are not in the cluster info
 
 -- Step 5: slave -> master switch, one id per address.
 local flat = rcall("HGETALL", kba)
@@ -204,7 +204,7 @@ for i = 1, #flat, 2 do
   if flat[i + 1] == addr and flat[i] ~= id then
     rcall("HDEL", kba, flat[i])
     broker_changed = true
-    cluster_info_changed(base)
+    cluster_info_changed(base, name)
   else
     addrs[flat[i]] = flat[i + 1]
   end
@@ -232,7 +232,7 @@ if old ~= addr then
   rcall("HSET", kba, id, addr)
   addrs[id] = addr
   broker_changed = true
-  cluster_info_changed(base)
+  cluster_info_changed(base, name)
   if old then drop_live(base, K, cluster, old, ch, name) end
 end
 register_first = register_first or (not old)

@@ -347,9 +347,11 @@ class ClusterInfoReads:
         reads = CounterMetricFamily("namesrv_cluster_info_reads", "cluster info reads (106, GET /v1/cluster-info, "
                                     "the console): answered from the worker's copy after one GET of its version, "
                                     "or reads of the tables in Redis (concurrent misses share one): in bounded "
-                                    "steps, or whole after 3 reads disturbed by changes", labels=["result"])
+                                    "steps, in steps that re-read the brokers changed meanwhile (caught_up), or "
+                                    "whole after 3 reads disturbed by changes the log could not account for",
+                                    labels=["result"])
         reads.add_metric(["copy"], copies.hits if copies is not None else 0)
-        for how in ("steps", "whole"):
+        for how in ("steps", "caught_up", "whole"):
             reads.add_metric([how], copies.reads[how] if copies is not None else 0)
         yield reads
 

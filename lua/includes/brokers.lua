@@ -59,7 +59,7 @@ local function remove_addr(base, K, cluster, broker_name, addr, ch, defer)
     end
   end
   if not matched then return 0 end
-  cluster_info_changed(base)
+  cluster_info_changed(base, broker_name)
   topics_touched(base, broker_name)
   local kbt = base .. "bt:" .. broker_name
   local large = too_many(kbt, defer)

@@ -281,14 +281,31 @@ end
 -- µs, so a value never comes back with other tables: not after a flush, nor a restart from an older save.
 local function renew_version(k)
   local t = rcall("TIME")
-  local v = math.max(tonumber(rcall("GET", k) or "0") + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
-  rcall("SET", k, string.format("%.0f", v))
+  local old = rcall("GET", k)
+  local v = string.format("%.0f", math.max(tonumber(old or "0") + 1, tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  rcall("SET", k, v)
+  return old or "", v
 end
+
+-- How long {P}:cilog keeps a change (µs of civer, which follows Redis TIME): a stepped read older than that
+-- cannot catch up (clusterInfoStep-1) and starts over.
+local CILOG_KEEP_US = 600000000
 local cluster_info_renewed = false
-local function cluster_info_changed(base)
-  if cluster_info_renewed then return end
-  cluster_info_renewed = true
-  renew_version(base .. "civer")
+local civer_before, civer_now = "", ""
+
+-- What GET_BROKER_CLUSTER_INFO shows of `broker_name` changed (nil: of no broker in particular). Renews civer once
+-- per script and logs the broker in {P}:cilog ("<civer before>\t<civer after>\t<brokerName>", scored by the civer
+-- after), with which a stepped read disturbed by changes re-reads only the brokers that changed: the entries
+-- chain from one civer to the next, so a renewal that logged nothing (a worker of a release before the log)
+-- breaks the chain and the read starts over instead.
+local function cluster_info_changed(base, broker_name)
+  local klog = base .. "cilog"
+  if not cluster_info_renewed then
+    cluster_info_renewed = true
+    civer_before, civer_now = renew_version(base .. "civer")
+    rcall("ZREMRANGEBYSCORE", klog, "-inf", string.format("(%.0f", tonumber(civer_now) - CILOG_KEEP_US))
+  end
+  rcall("ZADD", klog, civer_now, civer_before .. "\t" .. civer_now .. "\t" .. (broker_name or ""))
 end
 
 -- The set of all topics ({P}:topics, GET_ALL_TOPIC_LIST_FROM_NAMESERVER) changed: renew {P}:tlver as civer is
@@ -332,7 +349,7 @@ local function cluster_info_version(base, k_brokers)
   local v = rcall("GET", base .. "civer")
   if v then return v end
   if rcall("SCARD", k_brokers) == 0 then return "" end
-  cluster_info_changed(base)
+  cluster_info_changed(base, nil)
   return rcall("GET", base .. "civer")
 end
 

@@ -22,14 +22,15 @@ from service.models import ClusterInfo
 
 
 class ClusterInfos(VersionedCopies[ClusterInfo]):
-    """The cluster info at `{P}:civer`; `read_at` returns it, the version and how it was read ("steps"/"whole")."""
+    """The cluster info at `{P}:civer`; `read_at` returns it, the version and how it was read ("steps",
+    "caught_up" or "whole")."""
 
     def __init__(self, read_version: Callable[[], Awaitable[str | None]],
                  read_at: Callable[[], Awaitable[tuple[ClusterInfo, str | None, str]]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(read_version, self._read_counted, clock)
         self._read_tables = read_at
-        self.reads = {"steps": 0, "whole": 0}  # the reads of the tables that ended, by how
+        self.reads = {"steps": 0, "caught_up": 0, "whole": 0}  # the reads of the tables that ended, by how
 
     async def _read_counted(self) -> tuple[ClusterInfo, str | None]:
         info, version, how = await self._read_tables()

@@ -56,6 +56,10 @@ class Keys:
         return self.base + "civer"
 
     @property
+    def cluster_info_log(self) -> str:  # ZSET "civer before\tciver after\tbrokerName" by civer after: the last
+        return self.base + "cilog"      # 10 minutes' cluster-info changes (stepped reads catch up with them)
+
+    @property
     def topic_list_version(self) -> str:  # STRING, renewed by every change to the set of all topics
         return self.base + "tlver"
 

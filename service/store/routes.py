@@ -417,40 +417,54 @@ class RouteStore(KvTables, RegistryStats, ChangeEvents):
         and each step returns the value it read with its chunk. When every step's equals the first's, no visible
         change happened between the first step and the last, so the chunks stitched together are the registry at
         that one version — a consistent snapshot, what a single clusterInfo call would have returned. A step at
-        another value means a change landed mid-read: the read starts over. After CLUSTER_INFO_ATTEMPTS disturbed
-        reads (brokers changing faster than a read completes) it reads the whole in one call: "whole", correct,
-        just long. Like the other stepped reads (snapshots, topic lists) the steps take no bulk turn."""
+        another value also returns, from the change log {P}:cilog, every broker that changed since the value the
+        read was at, as it is now: those rows replace the read's, and the read goes on at the new value, still
+        the registry at one version in the end. Only when the log cannot say (a renewal by a worker of a release
+        before it) does the read start over; after CLUSTER_INFO_ATTEMPTS of those it reads the whole in one call:
+        "whole", correct, just long. Like the other stepped reads (snapshots, topic lists) the steps take no bulk
+        turn."""
         for _ in range(CLUSTER_INFO_ATTEMPTS):
             read = await self._cluster_info_steps()
             if read is not None:
-                return (*read, "steps")
+                return read
         return (*(await self.cluster_info_at()), "whole")
 
-    async def _cluster_info_steps(self) -> tuple[ClusterInfo, str | None] | None:
-        """One stepped read of the cluster info; None if {P}:civer moved between its steps."""
+    async def _cluster_info_steps(self) -> tuple[ClusterInfo, str | None, str] | None:
+        """One stepped read of the cluster info and how ("steps", or "caught_up" when it replaced brokers that
+        changed meanwhile); None if {P}:civer moved between its steps and the change log could not say how."""
+        how = "steps"
         sizer = self.steps.cluster_info
         brokers: dict[str, list[Any]] = {}  # by name: SSCAN may return a broker twice
-        version, cursor, chunk, elapsed = await self.cluster_info_step("0", sizer.topics())
+        version, cursor, chunk, elapsed, *_ = await self.cluster_info_step("0", sizer.topics())
         while True:
             sizer.took(len(chunk), elapsed)
             brokers.update((b[0], b) for b in chunk)
             if cursor == "0":
                 break
-            at, cursor, chunk, elapsed = await self.cluster_info_step(cursor, sizer.topics())
-            if at != version:
+            at, cursor, chunk, elapsed, caught, changed, gone = await self.cluster_info_step(
+                cursor, sizer.topics(), version)
+            if not caught:
                 return None
+            if at != version:  # the brokers changed since `version`, as they are at `at`
+                how = "caught_up"
+                for name in gone:
+                    brokers.pop(name, None)
+                brokers.update((b[0], b) for b in changed)
+                version = at
         # clusterAddrTable from the rows: each broker is in exactly the cluster its data names (tests/invariants.py;
         # reading the cluster sets instead is O(brokers) in one step, ~4 ms at 10 000)
         clusters: dict[str, list[str]] = {}
         for name, cluster, *_ in brokers.values():
             if cluster:
                 clusters.setdefault(cluster, []).append(name)
-        return _cluster_info(brokers.values(), clusters.items()), str(version) if version else None
+        return _cluster_info(brokers.values(), clusters.items()), str(version) if version else None, how
 
-    async def cluster_info_step(self, cursor: str, count: int) -> list[Any]:
-        """One clusterInfoStep call from `cursor` ("0": the first) of about `count` brokers: [civer or "", the next
-        cursor ("0": done), broker rows, the step's Redis time in µs]."""
-        return await self._run("clusterInfoStep", self._fixed["clusterInfoStep"], cursor, count)
+    async def cluster_info_step(self, cursor: str, count: int, since: str = "") -> list[Any]:
+        """One clusterInfoStep call from `cursor` ("0": the first) of about `count` brokers, the read being at
+        civer `since`: [civer or "", the next cursor ("0": done), broker rows, the step's Redis time in µs, 1 if the
+        rows and names that follow are every broker changed since `since` (0: unknown), their rows, the names of
+        those gone]."""
+        return await self._run("clusterInfoStep", self._fixed["clusterInfoStep"], cursor, count, since)
 
     @bounded()
     async def cluster_info_version(self) -> str | None:

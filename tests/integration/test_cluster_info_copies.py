@@ -22,11 +22,12 @@ pytestmark = [pytest.mark.redis, pytest.mark.integration]
 
 
 def copy_reads(metrics: str) -> tuple[float, float]:
-    """namesrv_cluster_info_reads_total: (answered from the copy, reads of the tables in Redis: in steps or whole)."""
+    """namesrv_cluster_info_reads_total: (answered from the copy, reads of the tables in Redis: in steps, caught up
+    or whole)."""
     def n(result: str) -> float:
         return float(re.search(rf'^namesrv_cluster_info_reads_total{{result="{result}"}} (\S+)$', metrics,
                                re.M).group(1))
-    return n("copy"), n("steps") + n("whole")
+    return n("copy"), n("steps") + n("caught_up") + n("whole")
 
 
 class Reader:

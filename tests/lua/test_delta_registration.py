@@ -102,7 +102,7 @@ class Twins:
         """Every key of one registry equals the other's (the prefix aside), but for the live info's `td`: a delta
         knows more than the whole path (which does not compare served topics under the same data version) and
         may keep it where the whole path drops it. A `td` claimed wrongly shows as a difference later. `civer` and
-        `tlver` are renewed from Redis TIME: both have each or neither."""
+        `tlver` are renewed from Redis TIME (and `cilog` logs civer values): both have each or neither."""
         w, d = (await dump(self.whole), await dump(self.delta))
 
         def norm(dumped: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -110,7 +110,7 @@ class Twins:
             for k, (kind, value) in out.items():
                 if k.startswith("l:"):
                     out[k] = (kind, {f: v for f, v in value.items() if f != "td"})
-                elif k in ("civer", "tlver"):
+                elif k in ("civer", "tlver", "cilog"):  # cilog: civer values with the brokers they changed
                     out[k] = (kind, "renewed")
             return out
 

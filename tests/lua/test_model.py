@@ -469,8 +469,13 @@ def make_machine(connect):
             names, tlver = self.run(self.store.topic_list_at())
             listed = set(names)
             assert set(self.run(self.topic_lists.get()).value.topics) == listed
-            if self.listed is not None:  # renewed exactly when the set changed (a same re-registration: not)
-                assert (tlver != self.listed[1]) == (listed != self.listed[0]), (self.listed, listed, tlver)
+            if self.listed is not None:  # renewed whenever the set changed; a script that removes a topic and
+                # adds it back (a broker moving to another cluster) renews it with the set unchanged in the end,
+                # which costs the workers one read of the list (found by this test: counted, not refused)
+                if listed != self.listed[0]:
+                    assert tlver != self.listed[1], (self.listed, listed, tlver)
+                elif tlver != self.listed[1]:
+                    event("topic list: renewed, the set the same in the end")
                 event("topic list: changed" if listed != self.listed[0] else "topic list: the copy answered")
             self.listed = (listed, tlver)
             if self.store.held:  # a topic only a swept broker served is listed until its step

@@ -358,27 +358,56 @@ async def stepped_registry(store, brokers: int = 130) -> None:
     store.steps.cluster_info.fixed = 16
 
 
-def disturb_steps(store, reads: int) -> list[str]:
+def disturb_steps(store, reads: int, unlogged: bool = False) -> list[str]:
     """After the first step of each of the next `reads` stepped reads, a new broker registers (a change cluster info
-    shows, made before the read's next step). The cursors of the steps taken."""
+    shows, made before the read's next step); `unlogged`: and the change log goes, as if a worker of a release
+    before it had made the change. The cursors of the steps taken."""
     steps, taken = store.cluster_info_step, []
 
-    async def step(cursor: str, count: int):
-        res = await steps(cursor, count)
+    async def step(cursor: str, count: int, since: str = ""):
+        res = await steps(cursor, count, since)
         taken.append(cursor)
         if cursor == "0" and taken.count("0") <= reads:
             await store.register_broker(reg(f"new{len(taken)}", f"10.0.2.{len(taken)}:1", []), now=T0)
+            if unlogged:
+                await store.redis.delete(store.keys.cluster_info_log)
         return res
 
     store.cluster_info_step = step
     return taken
 
 
-async def test_cluster_info_read_in_steps_starts_over_after_a_change_between_them(store):
-    """A broker registering between two steps of a cluster info read renews {P}:civer, so the next step reads
-    another value: the read starts over and answers the registry with the new broker, at its version."""
+async def test_cluster_info_read_in_steps_catches_up_with_changes_between_them(store):
+    """Brokers registering, leaving and moving between two steps of a cluster info read renew {P}:civer, so the
+    next step reads another value, and returns with it those brokers as they are now ({P}:cilog): the read
+    replaces them and goes on, no start over, and answers the registry at the new version."""
     await stepped_registry(store)
-    taken = disturb_steps(store, 1)
+    steps, taken = store.cluster_info_step, []
+
+    async def step(cursor: str, count: int, since: str = ""):
+        res = await steps(cursor, count, since)
+        taken.append(cursor)
+        if len(taken) == 1:
+            await store.register_broker(reg("new", "10.0.2.1:1", []), now=T0)
+            await store.unregister_broker(BrokerIdentity("C", "b007", 0, "10.0.1.7:1"))
+            await store.register_broker(reg("b008", "10.0.3.8:1", []), now=T0)  # a new address
+        return res
+
+    store.cluster_info_step = step
+    info, version, how = await store.cluster_info_read()
+    assert how == "caught_up" and taken.count("0") == 1 and len(taken) > 4, taken
+    assert "new" in info.broker_addr_table and "b007" not in info.broker_addr_table
+    assert info.broker_addr_table["b008"].broker_addrs == {0: "10.0.3.8:1"}
+    assert version == await store.cluster_info_version()
+    assert (info, version) == await store.cluster_info_at()
+    del store.cluster_info_step
+
+
+async def test_cluster_info_read_starts_over_after_a_change_the_log_cannot_account_for(store):
+    """A change between two steps that left no trace in {P}:cilog (a worker of a release before it): the read starts
+    over and answers the registry with the new broker, at its version."""
+    await stepped_registry(store)
+    taken = disturb_steps(store, 1, unlogged=True)
     info, version, how = await store.cluster_info_read()
     assert how == "steps" and taken.count("0") == 2  # the disturbed read, then a whole new one
     assert len(taken) - taken.index("0", 1) > 4, taken  # several steps
@@ -388,9 +417,10 @@ async def test_cluster_info_read_in_steps_starts_over_after_a_change_between_the
 
 
 async def test_cluster_info_read_whole_after_three_disturbed_reads(store):
-    """Changes between the steps of three reads in a row: then one clusterInfo call, correct at once."""
+    """Changes the log cannot account for between the steps of three reads in a row: then one clusterInfo call,
+    correct at once."""
     await stepped_registry(store)
-    taken = disturb_steps(store, 3)
+    taken = disturb_steps(store, 3, unlogged=True)
     info, version, how = await store.cluster_info_read()
     assert how == "whole" and taken.count("0") == 3
     assert len(info.broker_addr_table) == 133 and version == await store.cluster_info_version()
