@@ -401,11 +401,16 @@ class RouteCache:
                 else:
                     pending[broker] = new
                 updated.append(topic)
-        if updated:
-            self._touch(updated, ver)  # a fill under way that read the old route: not cached
-            self.updates += len(updated)
-            self.feed.notify(updated)
+        self._updated_in_place(updated, ver)
         return evict
+
+    def _updated_in_place(self, topics: list[str], ver: int) -> None:
+        """These cached routes were updated in place at event version `ver`: a fill under way that read the old
+        route is not cached, and their watchers are told."""
+        if topics:
+            self._touch(topics, ver)
+            self.updates += len(topics)
+            self.feed.notify(topics)
 
     def _rebroker(self, leaves: list[tuple[str, list[str]]], joins: list[tuple[str, str, BrokerData, list[str]]],
                   ver: int) -> list[str]:
@@ -442,10 +447,7 @@ class RouteCache:
                 else:
                     self._replace(topic, entry, done[1], broker, queue is not None)
                     changed.append(topic)
-        if changed:
-            self._touch(changed, ver)  # a fill under way that read the old route: not cached
-            self.updates += len(changed)
-            self.feed.notify(changed)
+        self._updated_in_place(changed, ver)
         return evict
 
     def _replace(self, topic: str, old: RouteEntry, route: TopicRouteData, broker: str, joined: bool) -> None:

@@ -16,11 +16,7 @@ TOPICS = {f"T{i}": 8 for i in range(20)}
 
 
 async def test_readers_of_a_changed_registrations_topics_stay_hits(make_door):
-    server = fakeredis.FakeServer()
-    a = await make_door(server)
-    b = await make_door(server)
-    for d in (a, b):
-        await until(lambda d=d: _fresh(d), "route cache never fresh")
+    a, b = await two_workers(make_door)
     broker = await b.client()
     reply = await broker.request(codes.REGISTER_BROKER, register_ext(), register_body(TOPICS, counter=1))
     assert reply.code == SUCCESS
@@ -45,6 +41,16 @@ async def test_readers_of_a_changed_registrations_topics_stay_hits(make_door):
     assert calls == ["getRoutes"] * len(TOPICS)  # the comparisons' own reads: the door's were all hits
 
 
+async def two_workers(make_door):
+    """Two doors (workers) on one registry, their route caches fresh."""
+    server = fakeredis.FakeServer()
+    a = await make_door(server)
+    b = await make_door(server)
+    for d in (a, b):
+        await until(lambda d=d: _fresh(d), "route cache never fresh")
+    return a, b
+
+
 async def _fresh(door) -> bool:
     await asyncio.sleep(0)
     return door.ns.routes.fresh
@@ -54,11 +60,7 @@ async def test_readers_stay_hits_while_a_broker_leaves_and_comes_back(make_door)
     """A rolling restart through the door real brokers use: a cluster's second broker unregisters on worker B, then
     registers again; worker A takes it out of, then puts it back into, its cached routes ("~" and "+" lines), so
     the readers on A read no route from Redis and see exactly what Redis holds after each step."""
-    server = fakeredis.FakeServer()
-    a = await make_door(server)
-    b = await make_door(server)
-    for d in (a, b):
-        await until(lambda d=d: _fresh(d), "route cache never fresh")
+    a, b = await two_workers(make_door)
     first = await b.client()
     assert (await first.request(codes.REGISTER_BROKER, register_ext(), register_body(TOPICS))).code == SUCCESS
     second_id = {"brokerName": "broker-b", "brokerAddr": "10.0.0.2:10911"}
