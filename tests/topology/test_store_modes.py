@@ -201,10 +201,11 @@ async def _async(value):
 
 
 def _names(event: str, topic: str) -> bool:
-    """The change event names `topic`, to evict or to update in place (besides "!broker" lines, which tell whose
-    registration state changed)."""
+    """The change event names `topic`, to evict or to update in place: queue data ("="), a broker leaving ("~") or
+    joining ("+"), besides "!broker" lines, which tell whose registration state changed."""
     ev = parse_event(event)
-    return topic in ev.topics or any(topic in ts for _, _, ts in ev.updates)
+    return (topic in ev.topics or any(topic in ts for _, _, ts in ev.updates)
+            or any(topic in ts for _, ts in ev.leaves) or any(topic in ts for _, _, _, ts in ev.joins))
 
 
 async def _ok(coro) -> bool:
