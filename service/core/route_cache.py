@@ -366,9 +366,7 @@ class RouteCache:
         updated: list[str] = []
         entries = self._entries
         for broker, enc, topics in updates:
-            hits = entries.keys() & topics  # one C-level pass: most of a registration's topics are not cached here
-            if len(hits) < len(topics):
-                evict.extend(topics if not hits else [t for t in topics if t not in hits])
+            hits = self._cached_of(topics, evict)
             if not hits:
                 continue
             try:
@@ -404,6 +402,14 @@ class RouteCache:
         self._updated_in_place(updated, ver)
         return evict
 
+    def _cached_of(self, topics: list[str], evict: list[str]) -> set[str]:
+        """Those of `topics` cached here, in one C-level pass (most of a registration's are not); the others are added
+        to `evict` (an in-place line must still evict what it names elsewhere: a negative entry, a fill under way)."""
+        hits = self._entries.keys() & topics
+        if len(hits) < len(topics):
+            evict.extend(topics if not hits else [t for t in topics if t not in hits])
+        return hits
+
     def _updated_in_place(self, topics: list[str], ver: int) -> None:
         """These cached routes were updated in place at event version `ver`: a fill under way that read the old
         route is not cached, and their watchers are told."""
@@ -429,9 +435,7 @@ class RouteCache:
             except ValueError:
                 evict.extend(topics)
         for broker, topics, queue, data in ops:
-            hits = entries.keys() & topics
-            if len(hits) < len(topics):
-                evict.extend(topics if not hits else [t for t in topics if t not in hits])
+            hits = self._cached_of(topics, evict)
             rebuilt: dict[int, tuple[TopicRouteData, TopicRouteData | None]] = {}
             for topic in hits:
                 entry = entries[topic]
