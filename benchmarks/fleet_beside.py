@@ -137,7 +137,8 @@ class FleetBeside:
                                                                                               / seconds),
                 "registrations_per_s": round(sum(sent[k] for k in REGISTRATIONS) / seconds),
                 "errors": errors, "route_read_p99_ms_worst_second": max(p99, default=None),
-                "route_read_max_ms": max(worst, default=None)}
+                "route_read_max_ms": max(worst, default=None),
+                "route_read_max_ms_by_second": [r["max_ms"] for r in reads]}
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

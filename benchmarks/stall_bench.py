@@ -167,8 +167,15 @@ def lag(url: str) -> dict:
     buckets = {float(b): float(n) for b, n in
                re.findall(r'^namesrv_event_loop_lag_seconds_bucket\{le="([0-9.]+)"\} (\S+)$', text, re.M)}
     count = float(re.search(r"^namesrv_event_loop_lag_seconds_count (\S+)$", text, re.M).group(1))
+    # full collections (the worker's namesrv_gc_pause_seconds, generation 2): how many, in all, and over 25 ms
+    gc_buckets = {float(b): float(n) for b, n in
+                  re.findall(r'^namesrv_gc_pause_seconds_bucket\{generation="2",le="([0-9.]+)"\} (\S+)$', text, re.M)}
+    gc_count = float(re.search(r'^namesrv_gc_pause_seconds_count\{generation="2"\} (\S+)$', text, re.M).group(1))
+    gc_sum = float(re.search(r'^namesrv_gc_pause_seconds_sum\{generation="2"\} (\S+)$', text, re.M).group(1))
     return {"max_ms": worst * 1000, "samples": count,
-            "over_50ms": count - buckets.get(0.05, count), "over_25ms": count - buckets.get(0.025, count)}
+            "over_50ms": count - buckets.get(0.05, count), "over_25ms": count - buckets.get(0.025, count),
+            "full_gcs": gc_count, "full_gc_ms": gc_sum * 1000,
+            "full_gcs_over_25ms": gc_count - gc_buckets.get(0.025, gc_count)}
 
 
 def big_present(url: str) -> bool:
@@ -176,9 +183,13 @@ def big_present(url: str) -> bool:
         return BIG[1] in orjson.loads(r.read())["brokerAddrTable"]
 
 
-def probe(targets: list[tuple[str, int]], topics: int, rate: int, duration: float, out: Any) -> None:
-    """The probe process: fixed-rate route reads of every worker on both doors; puts {"<url> <door>": [(latency ms,
-    status), ...]}. An answer (route or TOPIC_NOT_EXIST) is 200 / 404 on HTTP and 0 / 17 natively."""
+def probe(targets: list[tuple[str, int]], topics: int, rate: int, runs_in: Any, out: Any) -> None:
+    """The probe process: fixed-rate route reads of every worker on both doors, for each duration taken from
+    `runs_in` (None ends it), on connections kept from run to run; puts "ready" once connected, "started" as a
+    run's clock starts, then
+    {"<url> <door>": [(latency ms, status), ...]}. An answer (route or TOPIC_NOT_EXIST) is 200 / 404 on HTTP and
+    0 / 17 natively. One process for every phase: a probe interpreter starting at each phase (imports,
+    connections) took a core from the workers for its first second, the phase's own reads' worst."""
     import random
 
     import aiohttp
@@ -190,7 +201,7 @@ def probe(targets: list[tuple[str, int]], topics: int, rate: int, duration: floa
     def topic_of(i: int) -> str:
         return f"T{random.randrange(1000)}" if i % 2 else f"Big0-Topic-{random.randrange(topics):06d}"
 
-    async def lane(read: Any, t0: float, interval: float, first: int, rows: list) -> None:
+    async def lane(read: Any, t0: float, interval: float, first: int, duration: float, rows: list) -> None:
         i = first
         while True:
             due = t0 + i * interval
@@ -206,9 +217,8 @@ def probe(targets: list[tuple[str, int]], topics: int, rate: int, duration: floa
             rows.append(((time.perf_counter() - due) * 1000, status))
             i += lanes
 
-    async def reads() -> dict:
-        res: dict[str, list] = {}
-        runs = []
+    async def reads() -> None:
+        readers: list[tuple[Any, int, str]] = []
         clients = []
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30),
                                          connector=aiohttp.TCPConnector(limit=0)) as session:
@@ -217,11 +227,9 @@ def probe(targets: list[tuple[str, int]], topics: int, rate: int, duration: floa
                     await r.read()
                     return 200 if r.status in (200, 404) else r.status
 
-            for url, port in targets:  # connections up before the clock starts
+            for url, port in targets:  # connections up before the first clock starts
                 for r in await asyncio.gather(*(session.get(f"{url}/v1/topics/T0/route") for _ in range(lanes))):
                     r.release()
-                res[f"{url} http"] = []
-                res[f"{url} native"] = []
                 for k in range(lanes):
                     c = await Client.connect(port)
                     clients.append(c)
@@ -231,15 +239,65 @@ def probe(targets: list[tuple[str, int]], topics: int, rate: int, duration: floa
                                                 version=frames.VERSION, timeout=30)
                         return 200 if reply.code in (0, 17) else reply.code
 
-                    runs.append((lambda topic, url=url: http_read(url, topic), k, res[f"{url} http"]))
-                    runs.append((native_read, k, res[f"{url} native"]))
-            t0 = time.perf_counter() + 0.2
-            await asyncio.gather(*(lane(read, t0, 1 / rate, k, rows) for read, k, rows in runs))
+                    readers.append((lambda topic, url=url: http_read(url, topic), k, f"{url} http"))
+                    readers.append((native_read, k, f"{url} native"))
+            out.put("ready")
+            loop = asyncio.get_running_loop()
+            while (duration := await loop.run_in_executor(None, runs_in.get)) is not None:
+                res: dict[str, list] = {key: [] for _, _, key in readers}
+                t0 = time.perf_counter() + 0.2
+                out.put("started")
+                await asyncio.gather(*(lane(read, t0, 1 / rate, k, duration, res[key]) for read, k, key in readers))
+                out.put(res)
         for c in clients:
             await c.close()
-        return res
 
-    out.put(asyncio.run(reads()))
+    asyncio.run(reads())
+
+
+class Prober:
+    """The probe process (probe), started once; `run` is one phase's reads."""
+
+    def __init__(self, targets: list[tuple[str, int]], topics: int, rate: int) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.runs, self.out = ctx.Queue(), ctx.Queue()
+        self.proc = ctx.Process(target=probe, args=(targets, topics, rate, self.runs, self.out))
+        self.proc.start()
+        if self.out.get(timeout=120) != "ready":
+            raise RuntimeError("the probe process did not connect")
+
+    def run(self, duration: float, during: Any = None) -> dict:
+        """One run of the reads, with `during` (a thread's target) started once they are under way."""
+        self.runs.put(duration)
+        if self.out.get(timeout=120) != "started":
+            raise RuntimeError("the probe process did not start its reads")
+        worker = None
+        failed: list[BaseException] = []
+        if during is not None:
+            time.sleep(0.5)  # some reads before it
+
+            def guarded() -> None:
+                try:
+                    during()
+                except BaseException as exc:  # noqa: BLE001 (re-raised below, after the probe's run ends)
+                    failed.append(exc)
+
+            worker = threading.Thread(target=guarded)
+            worker.start()
+        res = self.out.get(timeout=duration + 120)
+        if worker is not None:
+            worker.join()
+        if failed:
+            raise failed[0]
+        return {key: summary(rows) for key, rows in res.items()}
+
+    def close(self) -> None:
+        self.runs.put(None)
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
 
 
 def summary(rows: list[tuple[float, Any]]) -> dict:
@@ -247,36 +305,6 @@ def summary(rows: list[tuple[float, Any]]) -> dict:
     pct = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: 0.0)
     return {"reads": len(rows), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": lat[-1] if lat else 0.0,
             "non200": sum(1 for _, st in rows if st != 200)}
-
-
-def read_run(targets: list[tuple[str, int]], topics: int, rate: int, duration: float, during: Any = None) -> dict:
-    """One probe run (in a process of its own), with `during` (a thread's target) running meanwhile."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    q = ctx.Queue()
-    proc = ctx.Process(target=probe, args=(targets, topics, rate, duration, q))
-    proc.start()
-    worker = None
-    failed: list[BaseException] = []
-    if during is not None:
-        time.sleep(1.5)  # the probe's interpreter and connections first
-
-        def guarded() -> None:
-            try:
-                during()
-            except BaseException as exc:  # noqa: BLE001 (re-raised below, after the probe ends)
-                failed.append(exc)
-
-        worker = threading.Thread(target=guarded)
-        worker.start()
-    res = q.get(timeout=duration + 120)
-    proc.join(30)
-    if worker is not None:
-        worker.join()
-    if failed:
-        raise failed[0]
-    return {key: summary(rows) for key, rows in res.items()}
 
 
 class Slowlog:
@@ -416,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     side = None
     fleet_res = None
     tmp = Path(tempfile.mkdtemp(prefix="nsrv-stall-")) if fleet_size else None
+    prober: Prober | None = None
     try:
         if server is not None:
             asyncio.run(seed(server.url, 1000))
@@ -449,15 +478,17 @@ def main(argv: list[str] | None = None) -> int:
             before = [lag(u) for u in urls]
             slowlog.reset()
             began = time.monotonic()
-            phases[name] = {"reads": read_run(targets, args.topics, args.rate, seconds, during), **slowlog.read()}
+            phases[name] = {"reads": prober.run(seconds, during), **slowlog.read()}
             if side is not None:
                 side.mark(name, began, time.monotonic())
             after = [lag(u) for u in urls]
             sizes[name] = [step_sizes(u) for u in urls]
             lags[name] = [{"max_ms": a["max_ms"], "over_50ms": a["over_50ms"] - b["over_50ms"],
-                           "over_25ms": a["over_25ms"] - b["over_25ms"], "samples": a["samples"] - b["samples"]}
+                           "over_25ms": a["over_25ms"] - b["over_25ms"], "samples": a["samples"] - b["samples"],
+                           **{k: round(a[k] - b[k], 1) for k in ("full_gcs", "full_gc_ms", "full_gcs_over_25ms")}}
                           for b, a in zip(before, after, strict=True)]
 
+        prober = Prober(targets, args.topics, args.rate)
         took: list[float] = []
         phase("quiet")
         phase("registrations", lambda: took.extend(broker.register(v) for v in range(1, args.registrations + 1)))
@@ -482,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
         if side is not None:
             fleet_res = side.stop()
     finally:
+        if prober is not None:
+            prober.close()
         if side is not None:
             side.close()
         if tmp is not None:
@@ -514,7 +547,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in ph["reads"]:
             lag_row = ph["lag"][r["worker"]]
             rows.append(f"| {name} | {r['worker']} | {r['door']} | {r['reads']} | {r['p50_ms']:.2f} | "
-                        f"{r['p99_ms']:.2f} | {r['max_ms']:.2f} | {r['non200']} | {lag_row['max_ms']:.1f} | "
+                        f"{r['p99_ms']:.2f} | {r['max_ms']:.2f} | {r['non200']} | {lag_row['over_25ms']:.0f} | "
+                        f"{lag_row['full_gcs']:.0f} ({lag_row['full_gcs_over_25ms']:.0f}) | "
                         f"{ph['redis_longest_ms']:.1f} | {ph['redis_commands_over_20ms']} |")
     sent = (f"on the native door ({args.body} RegisterBrokerBody, {len(broker.frames[(0, None)][1]) / 1e6:.1f} MB)"
             if args.door == "native" else f"over HTTP ({len(broker.frames[(0, None)][1]) / 1e6:.1f} MB JSON)")
@@ -528,10 +562,15 @@ def main(argv: list[str] | None = None) -> int:
         f"commands over 20 ms.",
         "",
         *([fleet_beside.describe(fleet_res), "", *fleet_beside.table(fleet_res), ""] if fleet_res else []),
-        "| phase | worker | door | reads | p50 ms | p99 ms | max ms | errors | loop lag max ms | Redis longest ms "
-        "| Redis > 20 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| phase | worker | door | reads | p50 ms | p99 ms | max ms | errors | loop lags > 25 ms | full GCs (> 25 ms) "
+        "| Redis longest ms | Redis > 20 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
+        "",
+        "Loop lags: how many of the worker's 50 ms timer ticks in the phase fired over 25 ms late; full GCs: the "
+        "worker's generation-2 collections in the phase (those over 25 ms). The worst loop lag since each worker "
+        "started (warm-up included): "
+        + ", ".join(f"{lag_row['max_ms']:.1f} ms" for lag_row in res["phases"][list(res["phases"])[-1]]["lag"]) + ".",
         "",
         f"Load average (1 min) as each phase began: {', '.join(map(str, load_seen))}"
         f"{f'; {args.busy} processes spinning on a core each' if args.busy else ''}. The longest Redis commands "

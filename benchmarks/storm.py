@@ -369,7 +369,10 @@ class Server:
     redis: RedisServer | None = None
 
     def cpu(self) -> float:
-        return sum(cpu_seconds(p) for p in self.pids) + (cpu_seconds(self.redis.proc.pid) if self.redis else 0.0)
+        return sum(cpu_seconds(p) for p in self.pids) + self.redis_cpu()
+
+    def redis_cpu(self) -> float:
+        return cpu_seconds(self.redis.proc.pid) if self.redis else 0.0
 
     def stop(self) -> None:
         raise NotImplementedError
@@ -490,9 +493,11 @@ def run_one(kind: str, fleet: Fleet, tmp: Path, rate: int, env: dict[str, Any]) 
                 await asyncio.sleep(0.5)
                 if isinstance(server, Ours):
                     server.slowlog_reset()
-                cpu0 = server.cpu()
+                cpu0, redis0 = server.cpu(), server.redis_cpu()
                 res = await storm(fleet, server.ports)
                 res["server_cpu_s"] = round(server.cpu() - cpu0, 2)
+                if server.redis is not None:  # of which redis-server's (the rest: the workers')
+                    res["redis_cpu_s"] = round(server.redis_cpu() - redis0, 2)
             finally:
                 stop_flag.set()
             rows = out.get(timeout=120)
@@ -529,7 +534,8 @@ def markdown(doc: dict) -> str:
              f"brokers × M topics each, 10 clusters, every broker on its own connection, all frames written at once; "
              f"refused = non-SUCCESS + closed + no reply within 24 s; acked = the last SUCCESS; all routed = every "
              f"topic's route listing every broker of its cluster on every worker (verified from the last ack); "
-             f"route reads from t = 0 to all routed; CPU = the server's (ours: workers + redis-server) over the run; "
+             f"route reads from t = 0 to all routed; CPU = the server's (ours: workers + redis-server, Redis's part "
+             f"in brackets) over the run; "
              f"load = the host's 1-minute load average as the run began (2 cores).", "",
              "| N × M | server | refused | acked s | all routed s | route reads p50 / p99 / max ms (errors) "
              "| longest Redis ms (> 20 ms) | CPU s | load |",
@@ -550,9 +556,10 @@ def markdown(doc: dict) -> str:
             reads = r["reads"]
             err = sum(reads["errors"].values())
             redis = (f"{r['redis_longest_ms']:.1f} ({r['redis_over_20ms']})" if "redis_longest_ms" in r else "—")
+            cpu = f"{r['server_cpu_s']} ({r['redis_cpu_s']})" if "redis_cpu_s" in r else str(r["server_cpu_s"])
             lines.append(f"| {case} | {names[k]} | {refused} | {r['acked_s']} | {r['routed_s']} | "
                          f"{reads['p50_ms']} / {reads['p99_ms']} / {reads['max_ms']}"
-                         f"{f' ({err})' if err else ''} | {redis} | {r['server_cpu_s']} | {r['load_before'][0]} |")
+                         f"{f' ({err})' if err else ''} | {redis} | {cpu} | {r['load_before'][0]} |")
     return "\n".join(lines) + "\n"
 
 

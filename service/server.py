@@ -66,10 +66,12 @@ async def running(ns: NameServer, *, scheduler: bool = True,
     if sched is not None:
         sched.start()
     lag = asyncio.create_task(ns.metrics.loop_lag.run(), name="loop-lag")
+    ns.metrics.gc_pauses.start()
     try:
         yield ns
     finally:
         lag.cancel()
+        ns.metrics.gc_pauses.stop()
         if sched is not None:
             sched.shutdown(wait=False)
         if announcer is not None and not announcer.withdrawn:

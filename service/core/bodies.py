@@ -4,6 +4,7 @@ decoding of large bodies in a parser process, off the worker's event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import multiprocessing
 import os
@@ -84,6 +85,14 @@ def _sha256(key: bytes, body: bytes) -> str:
     return h.hexdigest()
 
 
+async def sha256_off_loop(key: bytes, body: bytes) -> str:
+    """_sha256 of a body over RegistrationMemo.MAX_BYTES in a thread (hashlib lets go of the GIL while it hashes):
+    a plain 100 000-topic body, 17.8 MB, held the worker's event loop ~20 ms, and its route reads with it."""
+    if len(body) > RegistrationMemo.MAX_BYTES:
+        return await asyncio.to_thread(_sha256, key, body)
+    return _sha256(key, body)
+
+
 def parse_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes) -> RegisterBroker:
     """A door's decode, then RegisterBroker's validation (a door may hand back a RegisterBroker already)."""
     decoded = decode(raw)
@@ -94,6 +103,51 @@ def prepare_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterB
                          ) -> RegisterBroker:
     """Decode and validate a registration body, topics compacted: what a parser process sends back."""
     return parse_registration(decode, raw).compact()
+
+
+class ParserPool:
+    """The worker's parser process, started on first use without stalling the event loop: making the executor
+    (multiprocessing's resource tracker spawned, its modules imported) and its first submit (the process spawned)
+    held a worker's loop for ~40 ms at its first large registration, beside a fleet's route reads (stall_bench),
+    so both happen in a thread. Concurrent first uses share one start."""
+
+    def __init__(self) -> None:
+        self.executor: ProcessPoolExecutor | None = None
+        self._starting: asyncio.Future[ProcessPoolExecutor] | None = None
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in the parser process (`fn` and its arguments picklable)."""
+        executor = self.executor if self.executor is not None else await self._start()
+        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+    async def _start(self) -> ProcessPoolExecutor:
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(asyncio.to_thread(_started_pool))
+        try:
+            executor = await asyncio.shield(self._starting)
+        except BaseException:
+            if self._starting.done():  # the start itself failed: the next use tries again
+                self._starting = None
+            raise
+        if self.executor is None:
+            self.executor = executor
+        return self.executor
+
+    def shutdown(self) -> None:
+        starting, self._starting = self._starting, None
+        executor, self.executor = self.executor, None
+        if executor is None and starting is not None and starting.done() and not starting.cancelled() \
+                and starting.exception() is None:
+            executor = starting.result()
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _started_pool() -> ProcessPoolExecutor:
+    """A parser pool whose process is being spawned (a no-op submitted), in the calling thread."""
+    pool = parser_pool()
+    pool.submit(int)
+    return pool
 
 
 def parser_pool() -> ProcessPoolExecutor:

@@ -4,14 +4,12 @@ in the parser process), the settings in force and the runtime switches every wor
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from service.config import BY_NAME, CONFIG_BLACKLIST, RUNTIME_NAMES, ConfigError, Settings, canonical_name, parse_value
 from service.core.access import Access, Principal, Role
-from service.core.bodies import OFFLOAD_BYTES, parse_kv_import, parser_pool
+from service.core.bodies import OFFLOAD_BYTES, ParserPool, parse_kv_import
 from service.core.route_cache import RouteCache
 from service.errors import ConfigBlacklisted, InvalidArgument
 from service.models import KvImportResult, KvTable, kv_name, kv_value
@@ -27,7 +25,7 @@ class ConfigOps:
     settings: Settings
     store: RouteStore
     routes: RouteCache
-    _parsers: ProcessPoolExecutor | None
+    _parsers: ParserPool
     _changed: Callable[[Iterable[str] | None], None]
     reload_shared_config: Callable[[], Awaitable[None]]
 
@@ -69,10 +67,7 @@ class ConfigOps:
         if len(raw) < OFFLOAD_BYTES:
             table, replace, dry_run = parse_kv_import(decode, raw)
         else:
-            if self._parsers is None:
-                self._parsers = parser_pool()
-            table, replace, dry_run = await asyncio.get_running_loop().run_in_executor(
-                self._parsers, parse_kv_import, decode, raw)
+            table, replace, dry_run = await self._parsers.run(parse_kv_import, decode, raw)
         if not dry_run:
             self.access.require(who, Role.ADMIN)
         try:

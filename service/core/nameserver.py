@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
@@ -24,12 +23,12 @@ from service.config import ANY_CLUSTER, BY_NAME, ConfigError, Settings, parse_va
 from service.core.access import Access, Principal, Role
 from service.core.bodies import (
     OFFLOAD_BYTES,
+    ParserPool,
     RegistrationMemo,
-    _sha256,
     digest_key,
     parse_registration,
-    parser_pool,
     prepare_registration,
+    sha256_off_loop,
 )
 from service.core.cluster_infos import ClusterInfos
 from service.core.coalesce import Coalescer
@@ -93,7 +92,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
         self.bases = RegistrationBases()  # the last table sent per broker: what a changed one is a delta of
         self.routes.state_listeners.append(self.unchanged.invalidate)
         self._expiring = 0  # this worker's expiry scans under way
-        self._parsers: ProcessPoolExecutor | None = None  # large registration bodies are parsed there
+        self._parsers = ParserPool()  # large registration bodies are parsed there
         self._apply_switches({})
 
     # ------------------------------------------------------------------ lifecycle
@@ -112,9 +111,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
     async def stop(self) -> None:
         await self.liveness.stop()
         await self.routes.stop()
-        if self._parsers is not None:
-            self._parsers.shutdown(wait=False, cancel_futures=True)
-            self._parsers = None
+        self._parsers.shutdown()
 
     async def ready(self, timeout_s: float = 1.0) -> None:
         """Redis reachable and scripts loaded (loads them again after a Redis restart); raises otherwise."""
@@ -190,7 +187,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
                 if door_key is not None:
                     key = digest_key(door_key, s.broker_timeout_ms)
                     if memo is None or len(body) > memo.MAX_BYTES:
-                        digest = _sha256(key, body)
+                        digest = await sha256_off_loop(key, body)
                     elif memo.holds(key, body):
                         digest = memo.digest  # the same bytes again on this connection: nothing to hash
                     else:
@@ -308,9 +305,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
                                   cost: int | None = None) -> RegisterBroker:
         if (len(raw) if cost is None else cost) < OFFLOAD_BYTES:
             return parse_registration(decode, raw)
-        if self._parsers is None:
-            self._parsers = parser_pool()
-        return await asyncio.get_running_loop().run_in_executor(self._parsers, prepare_registration, decode, raw)
+        return await self._parsers.run(prepare_registration, decode, raw)
 
     async def heartbeat(self, who: Principal, body: Mapping[str, Any]) -> HeartbeatResult:
         """QUERY_DATA_VERSION / BROKER_HEARTBEAT (`dataVersion` optional): concurrent ones share one script

@@ -18,7 +18,7 @@ from service.remoting import codes, fastjson
 from service.remoting.bodies import (
     V5_0_0,
     BodyError,
-    crc32_of,
+    crc32_off_loop,
     decode_cost,
     decode_data_version,
     decode_register_broker_body,
@@ -154,7 +154,7 @@ async def register_broker(call: Call) -> Reply:
     memo = call.connection.registration
     if crc and not memo.crc_known(cmd.body, crc):
         async with call.ns.turn():  # a body not seen on this connection: checked in its turn (storms queue there)
-            if crc32_of(cmd.body) != crc:
+            if await crc32_off_loop(cmd.body) != crc:
                 return Reply(SYSTEM_ERROR, "crc32 not match")
             return await _register(call, crc, memo)
     return await _register(call, crc, memo)

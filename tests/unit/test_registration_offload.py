@@ -104,7 +104,7 @@ async def main():
     raw = body(10_000)
     assert len(raw) >= OFFLOAD_BYTES
     await ns._parse_registration(json_object, raw)  # starts the parser process
-    (child,) = ns._parsers._processes
+    (child,) = ns._parsers.executor._processes
     print(child, flush=True)
     await asyncio.sleep(3600)
 
@@ -137,3 +137,39 @@ def test_the_parser_process_ends_with_a_worker_killed_with_minus_9():
         time.sleep(0.05)
     os.kill(parser, signal.SIGKILL)
     pytest.fail(f"the parser process {parser} outlived its worker")
+
+
+def test_the_parser_process_starts_once_for_concurrent_first_uses_off_the_event_loop():
+    """The parser pool is made and its process spawned in a thread (it held a worker's loop ~40 ms at its first
+    large registration: stall_bench); two first uses at once share the one start, and the loop keeps running."""
+    import asyncio
+
+    from service.core.bodies import ParserPool
+
+    async def main() -> tuple[list[int], int, int]:
+        pool = ParserPool()
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        t = asyncio.create_task(ticker())
+        try:
+            lengths = await asyncio.gather(pool.run(len, b"abc"), pool.run(len, b"abcdef"))
+            executor = pool.executor
+            assert executor is not None
+            assert await pool.run(len, b"ab") == 2 and pool.executor is executor  # the same process again
+            processes = len(executor._processes)
+        finally:
+            t.cancel()
+            pool.shutdown()
+        assert pool.executor is None
+        return lengths, processes, ticks
+
+    lengths, processes, ticks = asyncio.run(main())
+    assert lengths == [3, 6]
+    assert processes == 1
+    assert ticks > 0  # the loop ran timers while the process was being started
