@@ -405,6 +405,36 @@ local function parse_topic_lines(lines)
   return names, encs, named
 end
 
+-- The broker now serves `names[1..n]` (their t:<topic> fields written): the topics new to the registry join
+-- {P}:topics (tlver renewed, as topic_add does) and the event as new; the others as the broker joining them
+-- (enc_of(i): the queue data of names[i]); all join the broker's reverse index. A few commands for the batch,
+-- not two per topic (500 brokers joining 200 topics each, the script alone: 463 -> 365 µs per broker).
+local function topics_joined(base, k_topics, kbt, broker_name, names, n, enc_of, ch)
+  if n == 0 then return end
+  local fresh, nf = {}, 0
+  for i = 1, n, 4000 do
+    local last = math.min(i + 3999, n)
+    local known = rcall("SMISMEMBER", k_topics, unpack(names, i, last))
+    for j = 1, #known do
+      local k = i + j - 1
+      if known[j] == 1 then
+        changes_join(ch, broker_name, names[k], enc_of(k))
+      else
+        nf = nf + 1
+        fresh[nf] = names[k]
+        changes_add(ch, names[k])
+      end
+    end
+  end
+  for i = 1, nf, 4000 do
+    rcall("SADD", k_topics, unpack(fresh, i, math.min(i + 3999, nf)))
+  end
+  if nf > 0 then topic_list_changed(base) end
+  for i = 1, n, 4000 do
+    rcall("SADD", kbt, unpack(names, i, math.min(i + 3999, n)))
+  end
+end
+
 -- Step 10 of a registration for these topics (all of a whole one's, or one chunk's): write the broker's queue data
 -- of every topic whose data differ (check_each: a new data version, a first or unfinished registration) or, with
 -- the same data version, of those missing for the broker only. Which it serves is asked of the reverse index
@@ -420,6 +450,7 @@ local function write_queue_datas(base, k_topics, broker_name, names, encs, check
     for j = 1, #part do known[part[j]] = res[j] == 1 end
   end
   local changed = 0
+  local joined, jencs, nj = {}, {}, 0
   for j, t in ipairs(names) do
     local served = known[t]
     if check_each or not served then
@@ -429,8 +460,9 @@ local function write_queue_datas(base, k_topics, broker_name, names, encs, check
       if not served or rcall("HGET", kt, broker_name) ~= enc then
         rcall("HSET", kt, broker_name, enc)
         if not served then
-          if topic_add(base, k_topics, t) then changes_add(ch, t) else changes_join(ch, broker_name, t, enc) end
-          rcall("SADD", kbt, t)
+          nj = nj + 1
+          joined[nj] = t
+          jencs[nj] = enc
         else
           changes_update(ch, t, broker_name, enc)
         end
@@ -438,6 +470,7 @@ local function write_queue_datas(base, k_topics, broker_name, names, encs, check
       end
     end
   end
+  topics_joined(base, k_topics, kbt, broker_name, joined, nj, function(i) return jencs[i] end, ch)
   return changed
 end
 
@@ -474,6 +507,7 @@ local function write_topic_groups(base, k_topics, broker_name, groups, check_eac
     local e = enc
     if wipe_write then e = qd_with_perm(enc, clear_write(qd_perm(enc))) end
     local updated, nu = {}, 0
+    local joined, nj = {}, 0
     for j = 1, n do
       local t = names[j]
       if check_each or not served[j] then
@@ -484,13 +518,14 @@ local function write_topic_groups(base, k_topics, broker_name, groups, check_eac
             nu = nu + 1
             updated[nu] = t
           else
-            if topic_add(base, k_topics, t) then changes_add(ch, t) else changes_join(ch, broker_name, t, e) end
-            rcall("SADD", kbt, t)
+            nj = nj + 1
+            joined[nj] = t
           end
           changed = changed + 1
         end
       end
     end
+    topics_joined(base, k_topics, kbt, broker_name, joined, nj, function() return e end, ch)
     if nu == n and n > 0 then
       changes_update_group(ch, broker_name, e, topics, n)
     elseif nu > 0 then
