@@ -426,7 +426,9 @@ class Ours(Server):
                         for name, metric in (("loop_lag_max_s", "namesrv_event_loop_lag_max_seconds"),
                                              ("waits", "namesrv_remoting_waits_total"),
                                              ("turns_waited", "namesrv_redis_turns_waited_total"),
-                                             ("turn_wait_s", "namesrv_redis_turn_wait_seconds_total"))})
+                                             ("turn_wait_s", "namesrv_redis_turn_wait_seconds_total"),
+                                             ("cache_hits", "namesrv_route_cache_hits"),
+                                             ("cache_misses", "namesrv_route_cache_misses"))})
         return out
 
     def stop(self) -> None:

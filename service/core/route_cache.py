@@ -14,8 +14,9 @@ Correctness rules:
   evicted: the topic not cached, the broker not in it, or its write bit flipped, which the acting-master view
   depends on); a line `~<brokerName>\t<topic>...` (the broker gone from those topics) or `+<brokerName>\t...`
   (the broker, its queue data and BrokerData, added to those existing topics) takes the broker out of, or puts it
-  into, the cached routes of those topics (each route object once: the topics of a cluster share one), so a rolling
-  restart's readers stay hits; a route with filter servers, or left with no queue data, is evicted instead; a line
+  into, the cached routes of those topics when they are read next (each route object once: the topics of a cluster
+  share one), so a rolling restart's readers stay hits; a route with filter servers is evicted instead, and one left
+  with no queue data when read is read again; a line
   `!<brokerName>` (`!*`: all) evicts no route but tells `state_listeners` that broker's
   registration changed; `*`, a gap in versions, a format it does not know, or a resubscription flushes everything
   (and tells the listeners: all);
@@ -48,12 +49,6 @@ log = logging.getLogger(__name__)
 ENTRY_OVERHEAD = 400  # bytes a cached route costs beyond its encodings (objects, dict slots), roughly
 
 
-# The most brokers a cached route may name for a join or leave to rebuild it in place (the rest are evicted): a
-# rebuild costs O(its brokers) per registration in every worker, whether or not the route is read again, while an
-# eviction costs only the readers that come back. A storm of 5 000 brokers in clusters of 500, each joining the
-# routes of its cluster's 200 topics, took 2 workers 23 s to route, not 11 s, rebuilding every route on every join.
-REBUILD_MAX_BROKERS = 32
-
 ABSENT_TAG = '"absent"'  # the entity tag of "no such topic" (long-polls and streams wait on it too)
 
 
@@ -63,11 +58,12 @@ def content_tag(body: bytes) -> str:
 
 
 class RouteEntry:
-    """One topic's route (None: no such topic), its encodings by door and variant, and their entity tags; and the
-    queue data of its brokers that change events updated since the route was built (`pending`, brokerName ->
-    QueueData), applied when it is read next (RouteCache.lookup)."""
+    """One topic's route (None: no such topic), its encodings by door and variant, and their entity tags; and what
+    change events said of it since the route was built, applied when it is read next (RouteCache.lookup): the queue
+    data of its brokers they updated (`pending`, brokerName -> QueueData) or the brokers that left or joined it
+    (`moves`). An entry has at most one of the two (each settles the other first)."""
 
-    __slots__ = ("route", "encoded", "tags", "size", "pending")
+    __slots__ = ("route", "encoded", "tags", "size", "pending", "moves")
 
     def __init__(self, route: TopicRouteData | None) -> None:
         self.route = route
@@ -75,6 +71,7 @@ class RouteEntry:
         self.tags: dict[Hashable, str] = {}
         self.size = ENTRY_OVERHEAD
         self.pending: dict[str, QueueData] | None = None
+        self.moves: Moves | None = None
 
     def tag(self, variant: Hashable, body: bytes) -> str:
         """The entity tag of this entry's `variant` encoding `body`, hashed once per entry."""
@@ -94,22 +91,52 @@ def _brokers_of(route: TopicRouteData) -> set[str]:
     return {b.broker_name for b in route.broker_datas} | {q.broker_name for q in route.queue_datas}
 
 
-def _with_broker(route: TopicRouteData, broker: str, queue: QueueData | None, data: BrokerData | None
-                 ) -> TopicRouteData | None:
-    """`route` without `broker` (queue None) or with it, serving with `queue` and described by `data`: both lists in
-    Java's hash order, as a read from Redis lists them (service/store/route_reads.py). None where that is not what
-    a read would give: a route with filter servers (they are listed by address), or one left with no queue data."""
-    if route.filter_server_table or len(route.broker_datas) > REBUILD_MAX_BROKERS:
-        return None
-    queues = [q for q in route.queue_datas if q.broker_name != broker]
-    brokers = [b for b in route.broker_datas if b.broker_name != broker]
-    if queue is not None and data is not None:
-        queues.append(queue)
-        brokers.append(data)
-    if not queues:
-        return None
-    return TopicRouteData(hash_order(queues, _name), hash_order(brokers, _name, copied=True), {},
-                          route.order_topic_conf)
+# The most joins and leaves an entry keeps for its next read: a route nobody reads under a rolling restart that
+# never ends would otherwise keep all of them; past this they are applied at once (O(brokers) per MAX_MOVES events).
+MAX_MOVES = 64
+
+
+class Moves:
+    """Brokers that left (queue None) or joined a route, in event order, on top of the route its entries hold; the
+    topics that shared that route object when the events came share one Moves, so the route is rebuilt once for all
+    of them (`built`), when the first is read. A rebuild costs O(the route's brokers): done at every join of a storm
+    in every worker for every cached route it named, it took 2 workers 23 s to route 5 000 brokers in clusters of
+    500 instead of 11, and evicting those routes instead sent every reader of them to Redis (a 500-broker read,
+    ~2 ms of Redis, at every join); read next, it costs one rebuild per route read."""
+
+    __slots__ = ("ops", "built", "built_from")
+
+    def __init__(self, ops: tuple[tuple[str, QueueData | None, BrokerData | None], ...]) -> None:
+        self.ops = ops
+        self.built: TopicRouteData | None = None
+        self.built_from: TopicRouteData | None = None
+
+    def then(self, broker: str, queue: QueueData | None, data: BrokerData | None) -> Moves:
+        return Moves((*self.ops, (broker, queue, data)))
+
+    def joined(self) -> set[str]:
+        return {broker for broker, queue, _ in self.ops if queue is not None}
+
+    def apply(self, route: TopicRouteData) -> TopicRouteData | None:
+        """`route` with the moves, both lists in Java's hash order as a read from Redis lists them
+        (service/store/route_reads.py); None when no queue data are left (a read says what the topic is now)."""
+        if self.built is not None and self.built_from is route:
+            return self.built
+        queues = {q.broker_name: q for q in route.queue_datas}
+        brokers = {b.broker_name: b for b in route.broker_datas}
+        for broker, queue, data in self.ops:
+            if queue is None or data is None:
+                queues.pop(broker, None)
+                brokers.pop(broker, None)
+            else:
+                queues[broker] = queue
+                brokers[broker] = data
+        if not queues:
+            return None
+        built = TopicRouteData(hash_order(queues.values(), _name), hash_order(brokers.values(), _name, copied=True),
+                               {}, route.order_topic_conf)
+        self.built, self.built_from = built, route
+        return built
 
 
 def _name(data: QueueData | BrokerData) -> str:
@@ -184,21 +211,31 @@ class RouteCache:
             if hit is None and topic in self._missing:
                 hit = MISSING
             if hit is not None:
-                if hit.pending is not None:
-                    hit = self._settle(topic, hit)
+                if hit.pending is not None or hit.moves is not None:
+                    settled = self._settle(topic, hit)
+                    if settled is None:
+                        return None
+                    hit = settled
                 self.hits += 1
                 return hit
         return None
 
-    def _settle(self, topic: str, entry: RouteEntry) -> RouteEntry:
-        """The entry with the queue data events updated since it was built (see _update): a new route and entry,
-        whose encodings are made when asked for."""
+    def _settle(self, topic: str, entry: RouteEntry) -> RouteEntry | None:
+        """The entry with what events said since it was built (see _update, _rebroker): a new route and entry,
+        whose encodings are made when asked for; None (the entry dropped) when brokers left it no queue data."""
         route = entry.route
-        assert route is not None and entry.pending is not None
+        assert route is not None
+        if entry.moves is not None:
+            moved = entry.moves.apply(route)
+            if moved is None:
+                self._drop(topic)
+                return None
+            route = moved
         pending = entry.pending
-        datas = [pending.get(q.broker_name, q) for q in route.queue_datas]
-        fresh = RouteEntry(TopicRouteData(datas, route.broker_datas, route.filter_server_table,
-                                          route.order_topic_conf))
+        if pending is not None:
+            datas = [pending.get(q.broker_name, q) for q in route.queue_datas]
+            route = TopicRouteData(datas, route.broker_datas, route.filter_server_table, route.order_topic_conf)
+        fresh = RouteEntry(route)
         self.bytes += fresh.size - entry.size
         self._entries[topic] = fresh
         return fresh
@@ -301,7 +338,10 @@ class RouteCache:
         if old is not None:
             self.bytes -= old.size + len(topic)
             assert old.route is not None
-            for name in _brokers_of(old.route):
+            names = _brokers_of(old.route)
+            if old.moves is not None:  # brokers it joined since are in the index too (_move)
+                names |= old.moves.joined()
+            for name in names:
                 topics = self._by_broker.get(name)
                 if topics is not None:
                     topics.discard(topic)
@@ -376,6 +416,12 @@ class RouteCache:
                 continue
             for topic in hits:
                 entry = entries[topic]
+                if entry.moves is not None:  # brokers that left or joined first: the update applies to that route
+                    settled = self._settle(topic, entry)
+                    if settled is None:
+                        evict.append(topic)
+                        continue
+                    entry = settled
                 route = entry.route
                 old = None
                 for q in route.queue_datas if route is not None else ():
@@ -421,9 +467,9 @@ class RouteCache:
     def _rebroker(self, leaves: list[tuple[str, list[str]]], joins: list[tuple[str, str, BrokerData, list[str]]],
                   ver: int) -> list[str]:
         """Take brokers out of (`leaves`) or put them into (`joins`) the cached routes of their topics, in that
-        order; the topics to evict instead (not cached here, or a route this cannot rebuild alone). A route object
-        several topics share (a cluster's, read together) is rebuilt once, so they keep sharing one, encoded once
-        per door (RouteCache.encoding)."""
+        order, when each is read next (Moves); the topics to evict instead (not cached here, or a route with filter
+        servers, which are listed by address). Topics that share a route object (a cluster's, read together) share
+        one Moves, so they are rebuilt once and keep sharing one route, encoded once per door (RouteCache.encoding)."""
         evict: list[str] = []
         changed: list[str] = []
         entries = self._entries
@@ -436,31 +482,38 @@ class RouteCache:
                 evict.extend(topics)
         for broker, topics, queue, data in ops:
             hits = self._cached_of(topics, evict)
-            rebuilt: dict[int, tuple[TopicRouteData, TopicRouteData | None]] = {}
+            moved: dict[int, tuple[object, Moves | None]] = {}
             for topic in hits:
                 entry = entries[topic]
-                if entry.pending is not None:
-                    entry = self._settle(topic, entry)
+                if entry.pending is not None or (entry.moves is not None and len(entry.moves.ops) >= MAX_MOVES):
+                    settled = self._settle(topic, entry)  # the moves apply to the updated route; or, too many
+                    if settled is None:  # not read for long, applied now (their topics share the rebuilt route)
+                        evict.append(topic)
+                        continue
+                    entry = settled
                 route = entry.route
                 assert route is not None
-                done = rebuilt.get(id(route))
-                if done is None or done[0] is not route:
-                    done = rebuilt[id(route)] = (route, _with_broker(route, broker, queue, data))
+                shared = entry.moves if entry.moves is not None else route
+                done = moved.get(id(shared))
+                if done is None or done[0] is not shared:
+                    nxt = None if route.filter_server_table else (
+                        entry.moves.then(broker, queue, data) if entry.moves is not None
+                        else Moves(((broker, queue, data),)))
+                    done = moved[id(shared)] = (shared, nxt)
                 if done[1] is None:
                     evict.append(topic)
                 else:
-                    self._replace(topic, entry, done[1], broker, queue is not None)
+                    self._move(topic, entry, done[1], broker, queue is not None)
                     changed.append(topic)
         self._updated_in_place(changed, ver)
         return evict
 
-    def _replace(self, topic: str, old: RouteEntry, route: TopicRouteData, broker: str, joined: bool) -> None:
-        """The cached entry `old` of `topic` now holds `route`, which differs from its route only in naming
-        `broker` (`joined`) or not: the broker index changes for that broker alone (walking every broker of the
-        route for every topic cost a storm of 500-broker clusters O(topics × brokers) per registration). Its
-        encodings are made when asked for."""
-        entry = self._entries[topic] = RouteEntry(route)
-        self.bytes += entry.size - old.size
+    def _move(self, topic: str, entry: RouteEntry, moves: Moves, broker: str, joined: bool) -> None:
+        """`topic`'s cached entry now differs from its route by `moves`, the last of which names `broker` (joined or
+        not): applied when it is read next; the broker index changes now, for that broker alone (walking every
+        broker of the route for every topic cost a storm of 500-broker clusters O(topics × brokers) per
+        registration)."""
+        entry.moves = moves
         if joined:
             self._by_broker.setdefault(broker, set()).add(topic)
         else:

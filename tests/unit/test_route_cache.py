@@ -583,7 +583,8 @@ async def test_a_broker_leaving_or_joining_rebuilds_the_cached_routes_in_place()
     """`~<broker>\\t<topics>` (the broker gone from topics that remain) and `+<broker>\\t<queue data>\\t<its data>\\t
     <topics>` (the broker added to existing topics): the cached routes lose or gain the broker's queue data and
     BrokerData, in Java's hash order, and stay hits; topics that shared one route object share the rebuilt one;
-    what cannot be rebuilt alone (filter servers, no queue data left, cached as absent) is evicted."""
+    what cannot be rebuilt alone (filter servers, cached as absent) is evicted, and a route left with no queue data
+    is read again."""
     from service.javaorder import hash_order
 
     clock = Clock()
@@ -617,7 +618,7 @@ async def test_a_broker_leaving_or_joining_rebuilds_the_cached_routes_in_place()
     added = next(b for b in t1.route.broker_datas if b.broker_name == names[11])
     assert added == BrokerData("C2", names[11], {0: "10.0.1.1:1", 2: "10.0.1.2:1"}, True, "zone-a")
     assert next(q for q in t1.route.queue_datas if q.broker_name == names[11]) == QueueData(names[11], 4, 4, 6, 0)
-    assert c.updates == 4
+    assert c.updates == 5  # T1 and T2 twice, and Alone's leave (taken in place; read, it had nothing left)
     c.apply_event(f"10\t3\n~{names[11]}\tT1")  # "@" events still find the routes that name the broker
     c.apply_event(f"11\n@{names[0]}")
     assert c.lookup("T1") is None and c.lookup("T2") is None
@@ -634,18 +635,43 @@ async def test_join_and_leave_lines_of_a_late_event_evict():
     assert c.lookup("T") is None and c.updates == 0
 
 
-async def test_routes_of_many_brokers_are_evicted_rather_than_rebuilt():
-    """A join or leave rebuilds a cached route in place only up to REBUILD_MAX_BROKERS brokers: past that every
-    registration of a storm would rebuild it in every worker whether or not anyone reads it again."""
-    from service.core.route_cache import REBUILD_MAX_BROKERS
+async def test_joins_and_leaves_are_applied_when_a_route_is_read_once_for_the_topics_sharing_it():
+    """Joins and leaves wait for the next read (Moves): a route of 500 brokers is not rebuilt at every join of a
+    storm in every worker, nor evicted (its readers would go to Redis); several of them before a read are applied
+    together, once for all the topics that shared the route object; past MAX_MOVES they are applied at once."""
+    from service.core.route_cache import MAX_MOVES
+    from service.javaorder import hash_order
 
     clock = Clock()
     c = cache(clock)
-    await c.poll_once()
-    names = [f"b{i}" for i in range(REBUILD_MAX_BROKERS + 1)]
-    big = TopicRouteData([QueueData(n, 8, 8, 6, 0) for n in names], [BrokerData("C", n, {0: "10.0.0.1:1"})
-                                                                      for n in names])
-    await c.fill("Big", lambda: fetched(big))
-    await c.fill("Small", lambda: fetched(two_brokers("b0", "10.0.0.1:1", "b1", "10.0.0.2:1")))
-    c.apply_event("8\t3\n~b0\tBig\tSmall")
-    assert c.lookup("Big") is None and [q.broker_name for q in c.lookup("Small").route.queue_datas] == ["b1"]
+    await c.poll_once()  # adopts 7
+    names = [f"b{i}" for i in range(500)]
+    big = TopicRouteData(hash_order([QueueData(n, 8, 8, 6, 0) for n in names], lambda q: q.broker_name),
+                         hash_order([BrokerData("C", n, {0: "10.0.0.1:1"}) for n in names], lambda b: b.broker_name,
+                                    copied=True))
+    for t in ("T1", "T2"):
+        await c.fill(t, lambda: fetched(big))
+    entry = c._entries["T1"]
+    c.apply_event("8\t3\n~b0\tT1\tT2")
+    c.apply_event("9\t3\n+new\t4,4,6,0\tC\t0\t\t0,10.0.9.9:1\tT1\tT2")
+    c.apply_event("10\t3\n~b1\tT1")  # T1 alone: it no longer shares T2's moves
+    assert c._entries["T1"] is entry and entry.route is big and len(entry.moves.ops) == 3  # nothing rebuilt yet
+    t2 = c.lookup("T2")
+    want2 = [n for n in names if n != "b0"] + ["new"]
+    assert [q.broker_name for q in t2.route.queue_datas] == hash_order(want2, str)
+    assert [b.broker_name for b in t2.route.broker_datas] == hash_order(want2, str, copied=True)
+    t1 = c.lookup("T1")
+    assert [q.broker_name for q in t1.route.queue_datas] == hash_order([n for n in want2 if n != "b1"], str)
+    assert c.lookup("T1") is t1  # settled once
+    assert "T1" in c._by_broker["new"] and "T1" not in c._by_broker.get("b1", ())
+    c.apply_event("11\n@new")  # the index found the joined broker's routes
+    assert c.lookup("T1") is None and c.lookup("T2") is None
+
+    await c.fill("T3", lambda: fetched(big))
+    for i in range(MAX_MOVES + 1):  # one broker leaving and coming back, again and again, nobody reading
+        line = "~b7\tT3" if i % 2 == 0 else "+b7\t8,8,6,0\tC\t0\t\t0,10.0.0.1:1\tT3"
+        c.apply_event(f"{12 + i}\t3\n{line}")
+    entry = c._entries["T3"]
+    assert entry.moves is not None and len(entry.moves.ops) == 1 and entry.route is not big  # applied at the cap
+    assert [q.broker_name for q in c.lookup("T3").route.queue_datas] == hash_order([n for n in names if n != "b7"],
+                                                                                   str)
