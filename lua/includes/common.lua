@@ -319,7 +319,7 @@ local function topic_list_changed(base)
   renew_version(base .. "tlver")
 end
 
--- Every write of {P}:topics goes through these two, so tlver moves exactly when the set does.
+-- Every write of {P}:topics goes through these two and topics_joined, so tlver moves exactly when the set does.
 -- Whether `t` is new.
 local function topic_add(base, k_topics, t)
   if rcall("SADD", k_topics, t) == 1 then
