@@ -12,7 +12,7 @@
     1 supportActingMaster "1"/"0"   2 orderMessageEnable "1"/"0"
     3 budget: once the topics read so far hold this many queue data, the rest are left (at least one is read)
     4.. the topics
-  Returns:  { ver, n, brokers, routes, elapsed, fields }
+  Returns:  { ver, n, brokers, routes }
     ver: the registry version {P}:ver these reads reflect (for the workers' route caches); n: how many of the topics
     were read (the first n; the worker asks again for the rest);
     brokers: every broker any of the n routes names, once: {brokerName, cluster, enableActingMaster, zoneName|"",
@@ -22,9 +22,7 @@
       whose bt: holds the topic and whose BrokerData exists) and the brokers whose lowest-id address it shows as
       id 0: with supportActingMaster, a broker group without id 0, with enableActingMaster, whose queue data of the
       topic is not writable (topics rmq_sys_SYNC_BROKER_MEMBER_* excepted); or, when that is exactly what an earlier
-      topic of this call got, that topic's position (1-based): a cluster's topics, created alike, are sent once;
-    elapsed: the call's Redis time in µs and fields: the queue data its topics held (the worker sizes the next
-      call's budget by them, service/store/steps.py).
+      topic of this call got, that topic's position (1-based): a cluster's topics, created alike, are sent once.
   Side effects: none (read only).
 ]]
 local rcall = redis.call
@@ -32,7 +30,6 @@ local rcall = redis.call
 local K = { topic = KEYS[1], filters = KEYS[2] }
 local base = key_base(KEYS[1])
 
-local started = rcall("TIME")
 local acting_on, order_on, budget = ARGV[1] == "1", ARGV[2] == "1", tonumber(ARGV[3])
 local ver = tonumber(rcall("GET", base .. "ver")) or 0
 
@@ -112,4 +109,4 @@ for i = 1, n do
     end
   end
 end
-return { ver, n, brokers, routes, elapsed_us(started), fields }
+return { ver, n, brokers, routes }

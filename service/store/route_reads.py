@@ -23,7 +23,6 @@ import orjson
 
 from service.javaorder import hash_order
 from service.models import ReadAt, TopicRouteData
-from service.store.steps import StepSizer
 
 Fetch = Callable[[list[str], bool, bool, int], Awaitable[list[Any]]]
 
@@ -42,9 +41,7 @@ def acting_master(addr_flat: list[str]) -> list[str]:
 
 class RouteReads:
     """Route reads coalesced into getRoutes calls: at most `max_calls` under way, each of at most `max_topics`
-    topics, a call leaving the rest to the next once its topics hold `budget` queue data, or as many as the
-    calls' measured Redis time allows (`sizer`: a call of 5 000 took 21 ms in a storm on a loaded 2-core host; a
-    call costs Redis 3
+    topics, a call leaving the rest to the next once its topics hold `budget` queue data (a call costs Redis 3
     lookups per broker its routes name and a share per queue data: reading 500-broker routes, 5 000 kept calls at
     4.3 ms on a 2-core host at load 2, where 20 000 took 9.8 ms at load 3.7 and up to 36 ms in a storm, past DESIGN §9's
     20 ms; benchmarks/README.md, "A fleet's cold start")."""
@@ -52,13 +49,12 @@ class RouteReads:
     ORDERS_MAX = 4096  # remembered hash orders of broker-name lists
 
     def __init__(self, fetch: Fetch, shared: Any, *, max_calls: int = 2, max_topics: int = 64,
-                 budget: int = 5_000, sizer: Callable[[], StepSizer] | None = None) -> None:
+                 budget: int = 5_000) -> None:
         self._fetch = fetch
         self._shared = shared
         self.max_calls = max_calls
         self.max_topics = max_topics
         self.budget = budget
-        self._sizer = sizer  # the budget sized by what the calls cost (steps.py), else `budget`
         self._queued: dict[tuple[bool, bool], dict[str, list[asyncio.Future[ReadAt]]]] = {}
         self._calls = 0
         self._tasks: set[asyncio.Task[None]] = set()  # the calls under way (the loop keeps only weak references)
@@ -95,10 +91,7 @@ class RouteReads:
         try:
             todo = [t for t, futs in batch.items() if not all(f.done() for f in futs)]
             while todo:
-                sizer = self._sizer() if self._sizer is not None else None
-                res = await self._fetch(todo, flags[0], flags[1], sizer.topics() if sizer else self.budget)
-                if sizer is not None and len(res) > 5:  # the call's Redis time and the queue data it read
-                    sizer.took(int(res[5]), int(res[4]))
+                res = await self._fetch(todo, flags[0], flags[1], self.budget)
                 self.calls += 1
                 done = self.decode(todo, res)
                 self.topics += len(done)

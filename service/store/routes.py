@@ -98,7 +98,7 @@ class RouteStore(KvTables, RegistryStats, ChangeEvents):
         self.default_timeout_ms = default_timeout_ms
         self._sub_cursor = random.randrange(1 << 16)
         self._shared = SharedParts()  # route reads' broker and queue data, one object per value
-        self.reads = RouteReads(self._get_routes, self._shared, sizer=lambda: self.steps.route_read)
+        self.reads = RouteReads(self._get_routes, self._shared)
         self._steps_of: StoreLimits | None = None
         self._steps = Steps()
 

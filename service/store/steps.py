@@ -10,8 +10,7 @@ time Redis spent descheduled is), and the next step of its kind is sized to land
 longer than its share makes the next ones smaller at once, cheaper ones let them grow back slowly (at most
 doubling), within [LEAST, MOST]. One sizer per kind of step — writing a registration's topics, its final walk,
 sweeping a removed broker's topics, expiring brokers, writing a batch of acknowledged heartbeats, reading a chunk of
-the cluster info (these two count brokers, not topics), reading routes together (queue data) — since their costs
-per topic differ; per worker, no shared
+the cluster info (these two count brokers, not topics) — since their costs per topic differ; per worker, no shared
 state. The step size of registrations is also the threshold past which a registration goes in steps at all.
 """
 
@@ -26,7 +25,6 @@ START = 1_000  # before anything was measured (the fixed size steps had)
 EXPIRE_START = 5_000  # topics the expiry scan removes per call before it measured (its fixed budget before)
 TOUCH_START = 2_000  # heartbeats per touchLive call before it measured (the fixed count it had)
 CLUSTER_INFO_START = 500  # brokers per clusterInfoStep call before it measured (~2-4 ms on a 2-core host)
-ROUTE_READ_START = 5_000  # queue data per getRoutes call before it measured (its fixed budget before)
 GROWTH = 2.0  # at most this factor up from one step to the next
 EASE = 0.3  # weight of a cheaper step in the running cost per topic
 
@@ -79,12 +77,11 @@ class Steps:
         self.touch = StepSizer(0 if adaptive else TOUCH_START, TOUCH_START, target)  # touchLive's heartbeats
         # clusterInfoStep's brokers: a configured step size takes that many, as sweeps take that many topics
         self.cluster_info = StepSizer(0 if adaptive else fixed or CLUSTER_INFO_START, CLUSTER_INFO_START, target)
-        # getRoutes' budget in queue data (a route read's cache misses read together: route_reads.py)
-        self.route_read = StepSizer(0 if adaptive else ROUTE_READ_START, ROUTE_READ_START, target)
 
     def kinds(self) -> list[tuple[str, StepSizer]]:
         return [("write", self.write), ("finish", self.finish), ("sweep", self.sweep), ("expire", self.expire),
-                ("touch", self.touch), ("cluster_info", self.cluster_info), ("route_read", self.route_read)]
+                ("touch", self.touch),
+                ("cluster_info", self.cluster_info)]
 
     def chunked_past(self) -> int:
         """Registrations with more topics go in steps (0: never)."""

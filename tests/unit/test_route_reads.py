@@ -134,24 +134,3 @@ async def test_topics_answered_alike_share_one_route_object():
 def test_the_acting_master_is_the_lowest_id():
     assert acting_master(["2", "a2", "1", "a1", "3", "a3"]) == ["2", "a2", "0", "a1", "3", "a3"]
     assert acting_master(["10", "a10", "9", "a9"]) == ["10", "a10", "0", "a9"]
-
-
-async def test_the_budget_follows_what_the_calls_cost_in_redis():
-    """With a sizer (the store's steps.route_read) each call's budget is the sizer's, and the call's own Redis time
-    and queue data (getRoutes' last two answers) size the next: a call over its share makes the next smaller."""
-    from service.store.steps import StepSizer
-
-    budgets: list[int] = []
-    costs = iter([(20_000, 5_000), (2_000, 1_000)])  # µs, queue data: 4 µs each, then 2 µs each
-
-    async def fetch(topics: list[str], sam: bool, order: bool, budget: int) -> list[Any]:
-        budgets.append(budget)
-        us, fields = next(costs)
-        return [1, 1, [], [[]], us, fields]
-
-    sizer = StepSizer(0, 5_000, 5_000.0)
-    r = RouteReads(fetch, SharedParts(), max_calls=1, max_topics=1, sizer=lambda: sizer)
-    await r.read("A", False, False)
-    await r.read("B", False, False)
-    assert budgets == [5_000, 1_250]  # 5 ms at 4 µs a queue data
-    assert sizer.topics() == 1_470  # eased towards 2 µs (3.4), not at once
