@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import gc
+import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -202,20 +204,14 @@ class GcPauses:
         self._began = 0.0
 
     def start(self) -> None:
-        import gc
-
         if self._callback not in gc.callbacks:
             gc.callbacks.append(self._callback)
 
     def stop(self) -> None:
-        import gc
-
         if self._callback in gc.callbacks:
             gc.callbacks.remove(self._callback)
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
-        import time
-
         if phase == "start":
             self._began = time.perf_counter()
             return

@@ -12,9 +12,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from service.models import RegisterBroker, boolean, kv_config, obj
+
+T = TypeVar("T")
 
 OFFLOAD_BYTES = 256 * 1024  # registration bodies from this size on (about 2 000 topics) are parsed in a process
 
@@ -85,12 +87,16 @@ def _sha256(key: bytes, body: bytes) -> str:
     return h.hexdigest()
 
 
-async def sha256_off_loop(key: bytes, body: bytes) -> str:
-    """_sha256 of a body over RegistrationMemo.MAX_BYTES in a thread (hashlib lets go of the GIL while it hashes):
-    a plain 100 000-topic body, 17.8 MB, held the worker's event loop ~20 ms, and its route reads with it."""
-    if len(body) > RegistrationMemo.MAX_BYTES:
-        return await asyncio.to_thread(_sha256, key, body)
-    return _sha256(key, body)
+IN_THREAD_BYTES = 1024 * 1024
+
+
+async def over_body(body: bytes, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, a pass over `body` (a digest, a checksum), in a thread for a body over IN_THREAD_BYTES (hashlib
+    and zlib let go of the GIL while they run): a plain 100 000-topic body, 17.8 MB, held the worker's event loop
+    ~20 ms for its SHA-256 and ~10 ms for its CRC32, and its route reads with it."""
+    if len(body) > IN_THREAD_BYTES:
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
 
 
 def parse_registration(decode: Callable[[bytes], Mapping[str, Any] | RegisterBroker], raw: bytes) -> RegisterBroker:

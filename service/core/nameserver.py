@@ -25,10 +25,11 @@ from service.core.bodies import (
     OFFLOAD_BYTES,
     ParserPool,
     RegistrationMemo,
+    _sha256,
     digest_key,
+    over_body,
     parse_registration,
     prepare_registration,
-    sha256_off_loop,
 )
 from service.core.cluster_infos import ClusterInfos
 from service.core.coalesce import Coalescer
@@ -187,7 +188,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
                 if door_key is not None:
                     key = digest_key(door_key, s.broker_timeout_ms)
                     if memo is None or len(body) > memo.MAX_BYTES:
-                        digest = await sha256_off_loop(key, body)
+                        digest = await over_body(body, _sha256, key, body)
                     elif memo.holds(key, body):
                         digest = memo.digest  # the same bytes again on this connection: nothing to hash
                     else:

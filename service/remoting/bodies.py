@@ -4,7 +4,6 @@ properties text it writes. Plain Python values only; any bad body raises BodyErr
 
 from __future__ import annotations
 
-import asyncio
 import re
 import struct
 import zlib
@@ -17,7 +16,6 @@ __all__ = [
     "V3_0_11",
     "V5_0_0",
     "crc32_of",
-    "crc32_off_loop",
     "decode_data_version",
     "decode_register_broker_body",
     "format_properties",
@@ -45,17 +43,6 @@ class BodyError(ValueError):
 def crc32_of(body: bytes | bytearray | memoryview) -> int:
     """UtilAll.crc32: CRC32 of the raw bytes with the sign bit cleared (0 for an empty body)."""
     return zlib.crc32(body) & 0x7FFFFFFF if body else 0
-
-
-CRC_IN_THREAD_BYTES = 1024 * 1024
-
-
-async def crc32_off_loop(body: bytes) -> int:
-    """crc32_of, in a thread for a body over CRC_IN_THREAD_BYTES (zlib lets go of the GIL while it sums): a
-    worker's event loop, and its route reads, need not wait ~10 ms for a 100 000-topic broker's checksum."""
-    if len(body) > CRC_IN_THREAD_BYTES:
-        return await asyncio.to_thread(crc32_of, body)
-    return crc32_of(body)
 
 
 # --- DataVersion and TopicConfig ----------------------------------------------------------------------------------

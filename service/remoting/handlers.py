@@ -12,13 +12,14 @@ from functools import partial
 from typing import Any
 
 from service.core import NameServer, Principal
+from service.core.bodies import over_body
 from service.errors import BrokerNotFound, InvalidArgument, NamesrvError
 from service.models import BrokerIdentity, ClusterInfo, RegisterBroker, TopicList, bool_text, int_text
 from service.remoting import codes, fastjson
 from service.remoting.bodies import (
     V5_0_0,
     BodyError,
-    crc32_off_loop,
+    crc32_of,
     decode_cost,
     decode_data_version,
     decode_register_broker_body,
@@ -154,7 +155,7 @@ async def register_broker(call: Call) -> Reply:
     memo = call.connection.registration
     if crc and not memo.crc_known(cmd.body, crc):
         async with call.ns.turn():  # a body not seen on this connection: checked in its turn (storms queue there)
-            if await crc32_off_loop(cmd.body) != crc:
+            if await over_body(cmd.body, crc32_of, cmd.body) != crc:
                 return Reply(SYSTEM_ERROR, "crc32 not match")
             return await _register(call, crc, memo)
     return await _register(call, crc, memo)

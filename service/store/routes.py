@@ -563,10 +563,6 @@ class RouteStore(KvTables, RegistryStats, ChangeEvents):
                 return
 
 
-__all__ = ["ORDER_TOPIC_CONFIG", "PER_TOPIC_S", "REDIS_ERRORS", "ReplicationUnconfirmed", "RouteStore", "StoreLimits",
-           "store_errors", "translate"]
-
-
 def _add_sorted_run(runs: list[list[str]], page: list[str]) -> None:
     """Sort a page of a walk into `runs` (sorted lists, each longer than the next), merging while the last is
     no longer than the new one: sorting 120 000 names at the end of a walk held a worker's event loop for 22 ms
@@ -585,4 +581,8 @@ def _merged(runs: list[list[str]], seen: set[str]) -> list[str]:
     out = [name for run in runs for name in run]
     out.sort()  # a few runs left: a few merges
     return out if len(out) == len(seen) else sorted(seen)
+
+
+__all__ = ["ORDER_TOPIC_CONFIG", "PER_TOPIC_S", "REDIS_ERRORS", "ReplicationUnconfirmed", "RouteStore", "StoreLimits",
+           "store_errors", "translate"]
 
