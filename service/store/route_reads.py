@@ -2,11 +2,11 @@
 getRoutes call, which looks each broker up once for all of them.
 
 A cold cache (a fleet's cold start, a new worker, a flush) is read topic by topic by every client at once, and the
-topics of a cluster name the same brokers: read one at a time, a 100-broker route cost Redis ~300 lookups
-(the topic's queue data, then each broker's data, membership and addresses) and the worker as many objects to
-decode and order. Read together, the brokers are looked up and decoded once per call, and topics whose replies are
-the same (a cluster's topics created alike) are sent once and share one route object, which the route cache then
-encodes once per door (route_cache.py).
+topics of a cluster name the same brokers: read one at a time, a 100-broker route cost Redis ~200 lookups
+(the topic's queue data, then each broker's data and addresses; its membership too while a removal of it is swept)
+and the worker as many objects to decode and order. Read together, the brokers are looked up and decoded once per
+call, and topics whose replies are the same (a cluster's topics created alike) are sent once and share one route
+object, across calls too, which the route cache then encodes once per door (route_cache.py).
 
 Each route is still one atomic read at the version the call returns (the route cache's fencing is per topic and
 unchanged). A read waits for nothing but the calls already under way: when none is, it goes at the end of the
@@ -41,12 +41,14 @@ def acting_master(addr_flat: list[str]) -> list[str]:
 
 class RouteReads:
     """Route reads coalesced into getRoutes calls: at most `max_calls` under way, each of at most `max_topics`
-    topics, a call leaving the rest to the next once its topics hold `budget` queue data (a call costs Redis 3
-    lookups per broker its routes name and a share per queue data: reading 500-broker routes, 5 000 kept calls at
-    4.3 ms on a 2-core host at load 2, where 20 000 took 9.8 ms at load 3.7 and up to 36 ms in a storm, past DESIGN §9's
-    20 ms; benchmarks/README.md, "A fleet's cold start")."""
+    topics, a call leaving the rest to the next once its topics cost `budget` (lua/getRoutes-2.lua: a queue data
+    walked 1, a broker looked up 2 more, a queue data of a topic answered as an earlier one 1/16; reading
+    500-broker routes, a walked route is ~1.5 ms of Redis on a quiet 2-core host, so a call stays near 5 ms where
+    20 000 queue data a call took up to 36 ms in a storm, past DESIGN §9's 20 ms; benchmarks/README.md, "A fleet's
+    cold start")."""
 
     ORDERS_MAX = 4096  # remembered hash orders of broker-name lists
+    ROUTES_MAX = 256  # remembered routes, by what getRoutes sent of them
 
     def __init__(self, fetch: Fetch, shared: Any, *, max_calls: int = 2, max_topics: int = 64,
                  budget: int = 5_000) -> None:
@@ -60,6 +62,7 @@ class RouteReads:
         self._tasks: set[asyncio.Task[None]] = set()  # the calls under way (the loop keeps only weak references)
         self._scheduled = False
         self._orders: dict[tuple[tuple[str, ...], bool], list[int]] = {}
+        self._routes: dict[tuple[Any, ...], TopicRouteData] = {}
         self.calls = 0  # getRoutes calls made, and the topics they read (the metrics' view of coalescing)
         self.topics = 0
 
@@ -120,8 +123,11 @@ class RouteReads:
     def decode(self, topics: list[str], res: list[Any]) -> dict[str, ReadAt]:
         """getRoutes' reply (lua/getRoutes-2.lua) as a ReadAt per topic read: routes in Java's hash order, one
         object per distinct reply (the script sends a reply again as the position of its first topic)."""
-        ver, n, brokers, routes = int(res[0]), int(res[1]), res[2], res[3]
-        parts = {b[0]: b for b in brokers}
+        ver, n, brokers, routes, filt = int(res[0]), int(res[1]), res[2], res[3], res[4]
+        lines = {line[:line.index("\t")]: line for line in brokers}
+        filters: dict[str, list[tuple[str, str]]] = {}
+        for name, addr, f in zip(filt[0::3], filt[1::3], filt[2::3], strict=True):
+            filters.setdefault(name, []).append((addr, f))
         reads: list[ReadAt] = []
         for reply in routes:
             if isinstance(reply, int):  # the same as the reply of the topic at that position (1-based)
@@ -129,21 +135,38 @@ class RouteReads:
             elif not reply:
                 reads.append(ReadAt(None, ver))
             else:
-                reads.append(ReadAt(self._route(*reply, parts), ver))
+                reads.append(ReadAt(self._route(*reply, lines, filters), ver))
         return dict(zip(topics[:n], reads, strict=True))
 
-    def _route(self, qflat: list[str], acting: list[str], order: str, parts: dict[str, list[Any]]) -> TopicRouteData:
-        shared = self._shared
+    def _route(self, qline: str, acting: list[str], order: str, lines: dict[str, str],
+               filt: dict[str, list[tuple[str, str]]]) -> TopicRouteData:
+        """One route object per distinct reply across calls too: the same object is encoded once per door
+        (route_cache.py), where the calls of a cold cache's readers, each reading a few topics of several
+        clusters, built and encoded each cluster's route again per call."""
+        qflat = qline.split("\t")
         names = qflat[0::2]
+        key = (qline, *acting, "", order, *[lines[n] for n in names],
+               *[p for n in names for pair in filt.get(n, ()) for p in pair])
+        route = self._routes.get(key)
+        if route is None:
+            if len(self._routes) >= self.ROUTES_MAX:
+                del self._routes[next(iter(self._routes))]
+            route = self._routes[key] = self._build(qflat, names, acting, order, lines, filt)
+        return route
+
+    def _build(self, qflat: list[str], names: list[str], acting: list[str], order: str, lines: dict[str, str],
+               filt: dict[str, list[tuple[str, str]]]) -> TopicRouteData:
+        shared = self._shared
         queue_datas = [shared.queue_data(n, e) for n, e in _pairs(qflat)]
         broker_datas = []
         filters: dict[str, list[str]] = {}
         for name in names:
-            _, cluster, eam, zone, addr_flat, filt = parts[name]
             if acting and name in acting:
-                addr_flat = acting_master(addr_flat)
-            broker_datas.append(shared.broker_data(name, cluster, eam, zone, addr_flat))
-            for addr, f in _pairs(filt):
+                _, cluster, eam, zone, addrs = lines[name].split("\t")
+                broker_datas.append(shared.broker_data(name, cluster, eam, zone, acting_master(addrs.split(","))))
+            else:
+                broker_datas.append(shared.broker_line(lines[name]))
+            for addr, f in filt.get(name, ()):
                 filters[addr] = orjson.loads(f)
         key = tuple(names)
         return TopicRouteData(queue_datas=self._ordered(queue_datas, key, False),

@@ -31,6 +31,7 @@ class SharedParts:
     def __init__(self) -> None:
         self._queues: dict[tuple[str, str], QueueData] = {}
         self._brokers: dict[tuple[Any, ...], BrokerData] = {}
+        self._lines: dict[str, BrokerData] = {}
 
     def queue_data(self, name: str, enc: str) -> QueueData:
         key = (name, enc)
@@ -40,6 +41,17 @@ class SharedParts:
                 self._queues.clear()
             qd = self._queues[key] = QueueData.decode(name, enc)
         return qd
+
+    def broker_line(self, line: str) -> BrokerData:
+        """A broker as getRoutes sends it: "name\tcluster\team\tzone\tid,addr,..." (lua/getRoutes-2.lua), the line
+        itself the key (a cluster's brokers come again in every call that reads its routes)."""
+        bd = self._lines.get(line)
+        if bd is None:
+            if len(self._lines) >= self.MAX:
+                self._lines.clear()
+            name, cluster, eam, zone, addrs = line.split("\t")
+            bd = self._lines[line] = self.broker_data(name, cluster, eam, zone, addrs.split(",") if addrs else [])
+        return bd
 
     def broker_data(self, name: str, cluster: str, eam: str, zone: str, addr_flat: list[str]) -> BrokerData:
         key = (name, cluster, eam, zone, *addr_flat)

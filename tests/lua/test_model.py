@@ -69,7 +69,7 @@ def make_machine(connect):
             self.open(connect)
             self.store = HoldingStore(self.client, prefix="m" + uuid.uuid4().hex[:10],
                                       limits=StoreLimits(chunk_topics=3))
-            self.store.reads.budget = route_budget  # queue data a getRoutes call reads before leaving the rest
+            self.store.reads.budget = route_budget  # what a getRoutes call reads before leaving the rest
             self.store.held = []
             # a worker's copy of the cluster info, kept across steps: a script that changed what it shows without
             # renewing {P}:civer leaves the copy stale, and the invariant below sees it differ from the model

@@ -18,6 +18,7 @@ from service.models import BrokerIdentity, DataVersion, RegisterBroker, TopicCon
 from service.store import RouteStore
 from service.store.calls import LeanScripts, leanable
 from service.store.keys import live_member
+from service.store.routes import StoreLimits
 from tests.invariants import check_invariants, jsonable
 
 T0 = 1_700_000_100_000
@@ -129,8 +130,9 @@ async def test_wipe_write_perm_costs_the_brokers_topics_only(real):
 @pytest.mark.redis
 async def test_route_reads_made_together_look_each_broker_up_once(real):
     """A cold cache's misses of a cluster's topics (route_reads.py): 16 routes of 100 brokers one at a time cost
-    16 x (the queue data + 3 lookups per broker) = 4 848 commands; read together, one getRoutes call looks each
-    broker up once, and sends a route its topics share once."""
+    16 x (the queue data + 2 lookups per broker) = 3 280 commands; read together, one getRoutes call looks each
+    broker up once, and sends a route its topics share once. With no removal being swept, no broker's reverse index
+    is asked (only a swept broker can have fields outside it)."""
     s, counter = real
     topics = [f"Wide{i:02d}" for i in range(16)]
     for i in range(100):
@@ -138,16 +140,46 @@ async def test_route_reads_made_together_look_each_broker_up_once(real):
     await counter.reset()
     alone = [await s.get_route(t) for t in topics]
     calls = await counter.read()
-    # each: the EVALSHA, then the version, the topic's queue data, the filter servers and 3 lookups per broker
-    assert calls["evalsha"] == 16 and sum(calls.values()) == 16 * (1 + 303), calls
+    # each: the EVALSHA, the version, the sweeps under way, the topic's queue data, the filter servers, 2 per broker
+    assert calls["evalsha"] == 16 and sum(calls.values()) == 16 * (1 + 204), calls
+    assert "smismember" not in calls
     await counter.reset()
     together = await asyncio.gather(*(s.get_route(t) for t in topics))
     calls = await counter.read()
     assert calls["evalsha"] == 1
-    assert calls["hmget"] == 100 and calls["smismember"] == 100 and calls["hgetall"] == 16 + 100, calls
-    assert sum(calls.values()) == 1 + 318, calls
+    assert calls["hmget"] == 100 and calls["hgetall"] == 16 + 100, calls
+    assert sum(calls.values()) == 1 + 219, calls
     assert all(r is together[0] for r in together)  # one object for the topics answered alike
     assert [jsonable(r) for r in together] == [jsonable(r) for r in alone] and len(alone[0].broker_datas) == 100
+
+
+@pytest.mark.redis
+async def test_route_reads_ask_only_swept_brokers_membership(real):
+    """A removal past the sweep bound leaves the broker's fields for sweepBroker's steps (here a worker died before
+    any); the broker registers again with a third of its topics. Its leftover fields stay hidden, and its membership
+    is the only one asked: one SMISMEMBER, of the swept broker."""
+    s, counter = real
+    s.limits = StoreLimits(chunk_topics=5)
+    old = [f"Old{i:02d}" for i in range(15)]
+    await s.register_broker(reg("other", "10.0.0.9:10911", old), now=T0)
+    await s.register_broker(reg("big", "10.0.0.1:10911", old), now=T0)
+    left: list[str] = []
+
+    async def worker_dies(sweep_ids):  # the removal script ran, its sweep did not
+        left.extend(sweep_ids)
+
+    s.run_sweeps = worker_dies
+    assert await s.unregister_broker(BrokerIdentity("C", "big", 0, "10.0.0.1:10911")) == 1 and len(left) == 1
+    del s.run_sweeps
+    await s.register_broker(reg("big", "10.0.0.1:10911", old[:5] + ["New0"]), now=T0 + 1)
+    await counter.reset()
+    routes = await asyncio.gather(*(s.get_route(t) for t in old + ["New0"]))
+    calls = await counter.read()
+    assert calls["smismember"] == 1, calls
+    shown = {t: sorted(q.broker_name for q in r.queue_datas) for t, r in zip(old + ["New0"], routes, strict=True)}
+    assert shown == {**{t: ["big", "other"] for t in old[:5]}, **{t: ["other"] for t in old[5:]}, "New0": ["big"]}
+    assert await s.finish_sweeps() > 0
+    await check_invariants(s.redis, s.keys.prefix)
 
 
 @pytest.mark.redis

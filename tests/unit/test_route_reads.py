@@ -32,11 +32,11 @@ class Fetch:
         if self.fail is not None:
             raise self.fail
         n = min(len(topics), self.per_call or len(topics))
-        brokers = [["b0", "C", "0", "", ["0", "10.0.0.1:10911"], []]] if self.route else []
+        brokers = ["b0\tC\t0\t\t0,10.0.0.1:10911"] if self.route else []
         routes: list[Any] = [[] for _ in range(n)]
         if self.route:  # as the script sends a reply again: the position of the first topic that got it
-            routes = [[["b0", "8,8,6,0"], [], ""]] + [1] * (n - 1)
-        return [len(self.calls), n, brokers, routes]
+            routes = [["b0\t8,8,6,0", [], ""]] + [1] * (n - 1)
+        return [len(self.calls), n, brokers, routes, []]
 
 
 async def turns(n: int = 5) -> None:
@@ -134,3 +134,18 @@ async def test_topics_answered_alike_share_one_route_object():
 def test_the_acting_master_is_the_lowest_id():
     assert acting_master(["2", "a2", "1", "a1", "3", "a3"]) == ["2", "a2", "0", "a1", "3", "a3"]
     assert acting_master(["10", "a10", "9", "a9"]) == ["10", "a10", "0", "a9"]
+
+
+async def test_calls_that_read_the_same_route_give_one_object_and_a_changed_broker_a_new_one():
+    """Routes are remembered across calls by what the script sent (a cold cache's readers read a few topics of
+    several clusters per call): equal replies give one object, encoded once per door; a broker whose line differs
+    (an address moved) gives a new one."""
+    fetch = Fetch(route=True)
+    r = reads(fetch)
+    first = await r.read("A", False, False)
+    second = await r.read("B", False, False)
+    assert len(fetch.calls) == 2 and first.route is second.route and first.ver != second.ver
+    moved = ["b0\tC\t0\t\t0,10.0.0.2:10911"]
+    res = [9, 1, moved, [["b0\t8,8,6,0", [], ""]], []]
+    (third,) = r.decode(["C"], res).values()
+    assert third.route is not first.route and third.route.broker_datas[0].broker_addrs == {0: "10.0.0.2:10911"}
