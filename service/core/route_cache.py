@@ -144,6 +144,9 @@ def _name(data: QueueData | BrokerData) -> str:
 
 
 class RouteCache:
+    RECENT_ENCODINGS = 64  # encodings kept by route object, beside the entries' own (see _last_encoded)
+    RECENT_BYTES = 8 << 20
+
     def __init__(
         self,
         events: Callable[[Callable[[], None]], AsyncIterator[str]],
@@ -169,9 +172,11 @@ class RouteCache:
         self._by_broker: dict[str, set[str]] = {}  # brokerName -> cached topics whose route names it ("@" events)
         self._missing: dict[str, None] = {}
         self._inflight: dict[str, tuple[int, asyncio.Future[RouteEntry]]] = {}
-        # per variant, the route object encoded last and its bytes: route reads read together give the topics of a
-        # cluster one route object (service/store/route_reads.py), encoded once for all of them
+        # (variant, route object) -> (route, bytes), the latest RECENT_ENCODINGS / RECENT_BYTES: route reads give
+        # the topics of a cluster one route object (service/store/route_reads.py), encoded once for all of them even
+        # when other clusters' topics are read in between (a storm's readers: 2 000 topics of 10 routes)
         self._last_encoded: dict[Hashable, tuple[TopicRouteData, bytes]] = {}
+        self._last_encoded_bytes = 0
         self.bytes = 0
         self._seq = 0  # one per eviction, update or flush
         self._flushed_at = 0  # _seq of the latest flush
@@ -314,14 +319,18 @@ class RouteCache:
         if body is None:
             route = entry.route
             assert route is not None, "MISSING has no encodings"
-            last = self._last_encoded.get(variant)
+            key = (variant, id(route))
+            last = self._last_encoded.get(key)
             if last is not None and last[0] is route:  # another topic's entry of the same route object
                 body = last[1]
             else:
                 body = encode(route)
-                if len(self._last_encoded) >= 16 and variant not in self._last_encoded:  # zones: a few variants
-                    self._last_encoded.clear()
-                self._last_encoded[variant] = (route, body)
+                recent = self._last_encoded
+                while recent and (len(recent) >= self.RECENT_ENCODINGS
+                                  or self._last_encoded_bytes + len(body) > self.RECENT_BYTES):
+                    self._last_encoded_bytes -= len(recent.pop(next(iter(recent)))[1])
+                recent[key] = (route, body)
+                self._last_encoded_bytes += len(body)
             if self._entries.get(topic) is entry:  # cached: keep the bytes, count them
                 entry.encoded[variant] = body
                 entry.size += len(body)

@@ -171,6 +171,22 @@ async def test_topics_holding_one_route_object_are_encoded_once():
     assert calls == [shared, other.route, shared]
     held = sum(e.size + len(t) for t, e in c._entries.items())
     assert held == c.bytes  # each entry counts the bytes it holds, shared or not
+    # another route's topic read in between (readers of several clusters at once): still encoded once
+    d = await c.fill("D", lambda: fetched(shared))
+    assert c.encoding("D", d, "http", enc) is c.encoding("A", a, "http", enc) and len(calls) == 3
+
+
+async def test_encodings_kept_by_route_object_are_bounded_in_count_and_bytes():
+    clock = Clock()
+    c = cache(clock)
+    await c.poll_once()
+    routes = [route() for _ in range(c.RECENT_ENCODINGS + 8)]
+    for i, r in enumerate(routes):
+        c.encoding(f"T{i}", await c.fill(f"T{i}", lambda r=r: fetched(r)), "http", lambda _r: b"x" * 1000)
+    assert len(c._last_encoded) == c.RECENT_ENCODINGS and c._last_encoded_bytes == 1000 * c.RECENT_ENCODINGS
+    big = await c.fill("Big", lambda: fetched(route()))
+    c.encoding("Big", big, "http", lambda _r: b"x" * (c.RECENT_BYTES - 500))
+    assert c._last_encoded_bytes <= c.RECENT_BYTES and len(c._last_encoded) == 1
 
 async def test_concurrent_misses_of_one_topic_share_one_fetch():
     clock = Clock()
