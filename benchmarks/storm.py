@@ -379,7 +379,7 @@ class Server:
 
 
 class Ours(Server):
-    def __init__(self, workers: int, env: dict[str, Any]) -> None:
+    def __init__(self, workers: int, env: dict[str, Any], redis_profile: bool = False) -> None:
         self.kind = f"ours{workers}"
         self.name = f"rmq-namesrv, {workers} worker{'s' if workers > 1 else ''}"
         self.redis = RedisServer().start()
@@ -401,16 +401,29 @@ class Ours(Server):
         import redis
 
         self.admin = redis.Redis.from_url(self.redis.url)
-        self.admin.config_set("slowlog-log-slower-than", 1000)
-        self.admin.config_set("slowlog-max-len", 100_000)
+        # --redis-profile: every command, for the Redis time per script (Redis cannot tell one EVALSHA from another
+        # in INFO commandstats); else those over 1 ms, for the longest.
+        self.redis_profile = redis_profile
+        self.admin.config_set("slowlog-log-slower-than", 0 if redis_profile else 1000)
+        self.admin.config_set("slowlog-max-len", 2_000_000 if redis_profile else 100_000)
 
     def slowlog_reset(self) -> None:
         self.admin.slowlog_reset()
 
     def slowlog(self) -> dict:
-        slow = self.admin.slowlog_get(100_000)
+        slow = self.admin.slowlog_get(2_000_000 if self.redis_profile else 100_000)
         longest = sorted(slow, key=lambda e: -e["duration"])[:5]
-        return {"redis_longest_ms": round(longest[0]["duration"] / 1000, 2) if longest else 0.0,
+        profile: dict[str, Any] = {}
+        if self.redis_profile:
+            by: dict[str, list[float]] = {}
+            for e in slow:
+                row = by.setdefault(command_name(e["command"]), [0, 0.0])
+                row[0] += 1
+                row[1] += e["duration"] / 1e6
+            profile["redis_s_by_command"] = {name: {"calls": c, "s": round(t, 3)} for name, (c, t) in
+                                             sorted(by.items(), key=lambda kv: -kv[1][1])[:12]}
+        slow = [e for e in slow if e["duration"] > 1000]
+        return {**profile, "redis_longest_ms": round(longest[0]["duration"] / 1000, 2) if longest else 0.0,
                 "redis_longest": [{"ms": round(e["duration"] / 1000, 2), "command": command_name(e["command"])}
                                   for e in longest],
                 "redis_over_20ms": sum(1 for e in slow if e["duration"] > 20_000),
@@ -458,10 +471,10 @@ def java_available() -> bool:
     return shutil.which("java") is not None and (rmq.JAVA_DIR / "server5" / "target" / "classpath.txt").is_file()
 
 
-def start_server(kind: str, tmp: Path, env: dict[str, Any]) -> Server:
+def start_server(kind: str, tmp: Path, env: dict[str, Any], redis_profile: bool = False) -> Server:
     if kind == "java":
         return Java(tmp / f"java-{time.monotonic_ns()}")
-    return Ours(int(kind[-1]), env)
+    return Ours(int(kind[-1]), env, redis_profile)
 
 
 async def seed(ports: list[int]) -> Conn:
@@ -478,9 +491,9 @@ async def seed(ports: list[int]) -> Conn:
 
 # ---------------------------------------------------------------------------- one (case, server)
 
-def run_one(kind: str, fleet: Fleet, tmp: Path, rate: int, env: dict[str, Any]) -> dict:
+def run_one(kind: str, fleet: Fleet, tmp: Path, rate: int, env: dict[str, Any], redis_profile: bool = False) -> dict:
     load_before = os.getloadavg()
-    server = start_server(kind, tmp, env)
+    server = start_server(kind, tmp, env, redis_profile)
     try:
         ctx = multiprocessing.get_context("spawn")
         started, stop_flag, out = ctx.Event(), ctx.Event(), ctx.Queue()
@@ -608,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=int, default=200, help="route reads a second per worker during the storm")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="a NAMESRV_ setting for our workers, without the prefix (e.g. redis_bulk_concurrency=8)")
+    p.add_argument("--redis-profile", action="store_true",
+                   help="log every Redis command (SLOWLOG at 0 µs) and report Redis time per script in the JSON")
     p.add_argument("--out", default=str(ROOT / "results"))
     args = p.parse_args(argv if argv is not None else sys.argv[1:])
     if args.cases:
@@ -634,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
             for kind in kinds if i % 2 == 0 else kinds[::-1]:
                 print(f"storm {case} on {kind} ...", file=sys.stderr, flush=True)
                 try:
-                    r = run_one(kind, fleet, tmp, args.rate, env)
+                    r = run_one(kind, fleet, tmp, args.rate, env, args.redis_profile)
                 except Exception as exc:  # noqa: BLE001 - the other runs still count
                     r = {"kind": kind, "case": case, "server": kind, "error": repr(exc),
                          "load_before": list(os.getloadavg())}
