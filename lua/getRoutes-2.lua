@@ -94,11 +94,25 @@ end
 
 -- A broker's queue data of a topic count only while the topic is in its reverse index: a field left by a removal
 -- still being swept (sweepBroker) is not shown, whether the broker is gone or registered again since.
+-- The brokers' lines come from {P}:bl while it is current (broker_lines_flush in includes/common): one HMGET for all
+-- of them; a broker without a line there is looked up, and all are while filter servers are registered (routes
+-- carry them by address).
 local has_filters = rcall("HLEN", K.filters) > 0
+local lines = {}
+if not has_filters and #order_of > 0 then
+  local civer = rcall("GET", base .. "civer")
+  if civer and rcall("HGET", base .. "bl", "#") == civer then
+    for i = 1, #order_of, 4000 do
+      local got = rcall("HMGET", base .. "bl", unpack(order_of, i, math.min(i + 3999, #order_of)))
+      for j = 1, #got do lines[i + j - 1] = got[j] end
+    end
+  end
+end
 local brokers, serving, has0, filters = {}, {}, {}, {}
-for _, b in ipairs(order_of) do
-  local meta = rcall("HMGET", base .. "b:" .. b, "cluster", "enableActingMaster", "zoneName")
-  if meta[1] then
+for idx, b in ipairs(order_of) do
+  local line, meta, aflat = lines[idx], nil, nil
+  if not line then line, meta, aflat = broker_line(base, b) end
+  if line then
     local topics = asked[b]
     if topics then
       local member = rcall("SMISMEMBER", base .. "bt:" .. b, unpack(topics))
@@ -110,11 +124,12 @@ for _, b in ipairs(order_of) do
     else
       serving[b] = true
     end
-    local aflat = rcall("HGETALL", base .. "ba:" .. b)
-    local zero = false
-    for j = 1, #aflat, 2 do
-      if aflat[j] == "0" then zero = true end
-      if has_filters then
+    if acting_on then  -- shown with an acting master unless enableActingMaster is off or it has id 0 (or no id)
+      local _, _, eam, _, addrs = string.match(line, "^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$")
+      has0[b] = eam ~= "1" or addrs == "" or string.find("," .. addrs .. ",", ",0,", 1, true) ~= nil
+    end
+    if has_filters then
+      for j = 1, #aflat, 2 do
         local f = rcall("HGET", K.filters, meta[1] .. "|" .. aflat[j + 1])
         if f then
           filters[#filters + 1] = b
@@ -123,9 +138,7 @@ for _, b in ipairs(order_of) do
         end
       end
     end
-    has0[b] = zero or #aflat == 0
-    brokers[#brokers + 1] = table.concat({ b, meta[1], meta[2] or "0", meta[3] or "", table.concat(aflat, ",") }, "\t")
-    if meta[2] ~= "1" then has0[b] = true end  -- not rewritten: enableActingMaster off
+    brokers[#brokers + 1] = line
   end
 end
 

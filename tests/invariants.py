@@ -5,7 +5,9 @@
 - the reverse index brokerName -> topics equals the forward table, but for the fields a removal still being swept
   left (a topic not in its broker's reverse index: readers never see it), each of which its sweep still holds;
 - topic generations only for existing brokers; a live info that records a digest records what it was applied
-  under too.
+  under too;
+- while the brokers' lines are current (their "#" is the civer), each says what its broker's data and addresses
+  say.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ async def read_tables(redis, prefix: str) -> dict:
     deadlines = dict(await redis.zrange(k.deadlines, 0, -1, withscores=True))
     gens = await redis.hgetall(k.topic_gens)
     digests = {m: await redis.hmget(k.base + "l:" + m, "rd", "tk") for m in found_l}
+    lines = await redis.hgetall(k.broker_lines)
+    civer = await redis.get(k.cluster_info_version)
     pending: dict[str, set[str]] = defaultdict(set)  # brokerName -> topics its "r" sweeps have yet to clear
     for sweep_id, job in (await redis.hgetall(k.sweeps)).items():
         kind, name, *_ = job.split("\t") if sweep_id != "#" else ("#", "")
@@ -42,7 +46,7 @@ async def read_tables(redis, prefix: str) -> dict:
             pending[name] |= set(await redis.smembers(k.sweep_topics(sweep_id)))
     return dict(pending=pending, topics=topics, brokers=brokers, clusters=clusters, forward=forward, data=data,
                 addrs=addrs, reverse=reverse, members=members, live=live, deadlines=deadlines, live_info=found_l,
-                gens=gens, digests=digests)
+                gens=gens, digests=digests, lines=lines, civer=civer)
 
 
 async def check_invariants(redis, prefix: str) -> None:
@@ -84,6 +88,18 @@ async def check_invariants(redis, prefix: str) -> None:
     assert set(t["live"]) == set(t["deadlines"]) == t["live_info"], "live != deadlines != live info"
     assert set(t["gens"]) - {"#"} <= t["brokers"], "topic generation of a broker that is gone"
     assert all((rd is None) == (tk is None) for rd, tk in t["digests"].values()), "digest without its token"
+    # brokers' lines, while current (at civer), as getRoutes would build each (its addresses in any order)
+    if t["lines"].get("#") == t["civer"]:
+        for name, line in t["lines"].items():
+            if name == "#":
+                continue
+            assert name in t["brokers"], f"line of broker {name}, which is gone"
+            b, cluster, eam, zone, addrs = line.split("\t")
+            d = t["data"][name]
+            flat = addrs.split(",") if addrs else []
+            assert (b, cluster, eam, zone) == (name, d["cluster"], d.get("enableActingMaster", "0"),
+                                               d.get("zoneName", "")), f"line {line!r} != data {d}"
+            assert dict(zip(flat[0::2], flat[1::2], strict=True)) == t["addrs"][name], f"line {line!r} != addresses"
 
 
 def jsonable(obj):

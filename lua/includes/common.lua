@@ -201,12 +201,15 @@ local function join_fields(base, broker_name)
   return table.concat({ meta[1], meta[2] or "0", meta[3] or "", addrs }, "\t")
 end
 
+local broker_lines_flush  -- below, with the cluster info version it follows
+
 -- Bump the registry version and publish "<ver>\t2\n*" or "<ver>\t2\n<t1>\n<t2>...\n=<broker>\t<enc>\t<t3>\t<t4>...
 -- \n@<broker>...\n!<broker>..." (format 2: in-place updates grouped by broker and queue data, so that a worker
 -- checks them against its cache in one pass; service/store/events.py reads it); format 3 when it holds a broker's
 -- leaves ("~") or joins ("+"), which a worker of a release before them must not read as topics (it flushes on a
 -- format it does not know).
 local function changes_publish(base, k_ver, ch)
+  broker_lines_flush(base)
   for b, _ in pairs(touched_brokers) do ch.states[b] = true end
   touched_brokers = {}
   if not ch.all and ch.n == 0 and ch.nu == 0 and #ch.brokers == 0 and #ch.lines == 0 and next(ch.states) == nil then
@@ -292,20 +295,53 @@ end
 local CILOG_KEEP_US = 600000000
 local cluster_info_renewed = false
 local civer_before, civer_now = "", ""
+local lines_chain = ""  -- the civer {P}:bl must be at for this script's lines to continue it (broker_lines_flush)
+local lines_changed = {}  -- brokers whose line this script changed
 
 -- What GET_BROKER_CLUSTER_INFO shows of `broker_name` changed (nil: of no broker in particular). Renews civer once
 -- per script and logs the broker in {P}:cilog ("<civer before>\t<civer after>\t<brokerName>", scored by the civer
 -- after), with which a stepped read disturbed by changes re-reads only the brokers that changed: the entries
 -- chain from one civer to the next, so a renewal that logged nothing (a worker of a release before the log)
--- breaks the chain and the read starts over instead.
+-- breaks the chain and the read starts over instead. The broker's line in {P}:bl is rewritten when the script
+-- publishes (broker_lines_flush), after all its writes.
 local function cluster_info_changed(base, broker_name)
   local klog = base .. "cilog"
   if not cluster_info_renewed then
     cluster_info_renewed = true
     civer_before, civer_now = renew_version(base .. "civer")
+    lines_chain = civer_before
     rcall("ZREMRANGEBYSCORE", klog, "-inf", string.format("(%.0f", tonumber(civer_now) - CILOG_KEEP_US))
   end
   rcall("ZADD", klog, civer_now, civer_before .. "\t" .. civer_now .. "\t" .. (broker_name or ""))
+  if broker_name then lines_changed[broker_name] = true end
+end
+
+-- A broker as getRoutes sends it: "brokerName\tcluster\tenableActingMaster\tzoneName\tid,addr,id,addr..." (names
+-- and addresses hold neither tab nor comma: validated), or nil when it does not exist; and its data and addresses.
+local function broker_line(base, b)
+  local meta = rcall("HMGET", base .. "b:" .. b, "cluster", "enableActingMaster", "zoneName")
+  if not meta[1] then return nil, meta, nil end
+  local aflat = rcall("HGETALL", base .. "ba:" .. b)
+  return table.concat({ b, meta[1], meta[2] or "0", meta[3] or "", table.concat(aflat, ",") }, "\t"), meta, aflat
+end
+
+-- {P}:bl holds brokers' lines (broker_line), one HMGET for all the brokers of a route read (getRoutes looked up
+-- two keys per broker: at 500 brokers a route, a millisecond of Redis a call, for every cache miss of every
+-- worker), and "#": the civer they are current at. Only while "#" is the registry's civer does getRoutes trust
+-- it (a script of a release without lines renewing civer leaves "#" behind); a script that finds "#" not where
+-- its renewal started (such a script ran between) empties it first, so a line present is always current and a
+-- broker without one is looked up. Called by changes_publish, after the script's writes.
+broker_lines_flush = function(base)
+  if not cluster_info_renewed then return end
+  local kbl = base .. "bl"
+  if rcall("HGET", kbl, "#") ~= lines_chain then rcall("DEL", kbl) end
+  for b, _ in pairs(lines_changed) do
+    local line = broker_line(base, b)
+    if line then rcall("HSET", kbl, b, line) else rcall("HDEL", kbl, b) end
+  end
+  rcall("HSET", kbl, "#", civer_now)
+  lines_chain = civer_now
+  lines_changed = {}
 end
 
 -- The set of all topics ({P}:topics, GET_ALL_TOPIC_LIST_FROM_NAMESERVER) changed: renew {P}:tlver as civer is

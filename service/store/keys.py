@@ -60,6 +60,10 @@ class Keys:
         return self.base + "cilog"      # 10 minutes' cluster-info changes (stepped reads catch up with them)
 
     @property
+    def broker_lines(self) -> str:  # HASH brokerName -> its line as getRoutes sends it; "#" -> the civer the lines
+        return self.base + "bl"     # are current at (lua/includes/common.lua, broker_lines_flush)
+
+    @property
     def topic_list_version(self) -> str:  # STRING, renewed by every change to the set of all topics
         return self.base + "tlver"
 

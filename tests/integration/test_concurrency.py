@@ -153,7 +153,9 @@ async def test_concurrent_workers_keep_the_tables_consistent(redis_server):
         base = store.keys.base
         left = {key[len(base):] async for key in client.scan_iter(match=base + "*", count=1000)}
         allowed = {"ver", "civer", "tlver", "kvns", "config",  # the counters outlive the data, as ver does,
-                   "cilog"}  # and the cluster-info change log keeps the last 10 minutes' changes
+                   "cilog",  # and the cluster-info change log keeps the last 10 minutes' changes,
+                   "bl"}  # and the brokers' lines the civer they are current at
+        assert set(await client.hkeys(base + "bl")) <= {"#"}
         stray = {k for k in left if k not in allowed and not k.startswith(("kv:", "snap"))}
         assert stray == set(), stray
         assert {"ver", "kvns", "config", "kv:" + ORDER_TOPIC_CONFIG} <= left

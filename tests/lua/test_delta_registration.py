@@ -102,7 +102,8 @@ class Twins:
         """Every key of one registry equals the other's (the prefix aside), but for the live info's `td`: a delta
         knows more than the whole path (which does not compare served topics under the same data version) and
         may keep it where the whole path drops it. A `td` claimed wrongly shows as a difference later. `civer` and
-        `tlver` are renewed from Redis TIME (and `cilog` logs civer values): both have each or neither."""
+        `tlver` are renewed from Redis TIME (and `cilog` logs civer values, `bl` the one its lines are current at):
+        both have each or neither."""
         w, d = (await dump(self.whole), await dump(self.delta))
 
         def norm(dumped: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -112,6 +113,8 @@ class Twins:
                     out[k] = (kind, {f: v for f, v in value.items() if f != "td"})
                 elif k in ("civer", "tlver", "cilog"):  # cilog: civer values with the brokers they changed
                     out[k] = (kind, "renewed")
+                elif k == "bl":  # brokers' lines, and the civer they are current at
+                    out[k] = (kind, {f: v for f, v in value.items() if f != "#"})
             return out
 
         assert norm(w, self.whole.keys.base) == norm(d, self.delta.keys.base)

@@ -289,7 +289,7 @@ async def test_scripts_write_the_keys_keys_py_names():
                 k.kv_namespaces, k.runtime_config, k.topic("T1"), k.broker_data("B1"), k.broker_addrs("B1"),
                 k.broker_topics("B1"), k.cluster("C1"), k.live_info("C1", "10.0.0.1:10911"),
                 k.kv(ORDER_TOPIC_CONFIG), k.kv("NS2"), k.topic_gens, k.registration("d1"), k.cluster_info_version,
-                k.topic_list_version, k.cluster_info_log}
+                k.topic_list_version, k.cluster_info_log, k.broker_lines}
     assert set(await r.keys("*")) == expected
     await r.aclose()
 
