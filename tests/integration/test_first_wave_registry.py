@@ -137,5 +137,5 @@ def test_old_entries_expire_and_leave_only_kv_and_config(redis_server):
                           "--key-prefix", "fwexp"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert sorted(r.scan_iter("{fwexp}:*")) == sorted(  # the counters stay: a value must never come back
-        ["{fwexp}:ver", "{fwexp}:civer", "{fwexp}:cilog", "{fwexp}:tlver", "{fwexp}:config", "{fwexp}:kv:NS2",
-         "{fwexp}:kv:ORDER_TOPIC_CONFIG", "{fwexp}:kvns"])
+        ["{fwexp}:ver", "{fwexp}:civer", "{fwexp}:cilog", "{fwexp}:bl", "{fwexp}:tlver", "{fwexp}:config",
+         "{fwexp}:kv:NS2", "{fwexp}:kv:ORDER_TOPIC_CONFIG", "{fwexp}:kvns"])
