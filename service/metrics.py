@@ -372,6 +372,9 @@ class WriteShortcuts:
                                   "pending and retried)", value=live.failures if live is not None else 0)
         yield CounterMetricFamily("namesrv_registrations_answered_from_memory", "unchanged registrations this "
                                   "worker answered without Redis", value=ns.unchanged.hits if ns is not None else 0)
+        yield CounterMetricFamily("namesrv_registrations_not_tried_unchanged", "registrations sent straight to the "
+                                  "full path while few recent ones were unchanged (a fleet's cold start)",
+                                  value=ns.unchanged_odds.skipped if ns is not None else 0)
         deltas = CounterMetricFamily("namesrv_registration_deltas", "changed registrations sent to Redis as what "
                                      "they change against the connection's last one (refused: the store no longer "
                                      "held that one's table; sent in full then)", labels=["result"])

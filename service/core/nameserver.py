@@ -40,7 +40,7 @@ from service.core.reports import ReportOps
 from service.core.route_cache import RouteCache
 from service.core.route_ops import RouteOps
 from service.core.topic_lists import TopicLists
-from service.core.unchanged import Answer, UnchangedAnswers
+from service.core.unchanged import Answer, UnchangedAnswers, UnchangedOdds
 from service.metrics import Metrics
 from service.models import (
     UNREGISTER_RESULTS,
@@ -87,6 +87,7 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
                                  max_bytes=settings.route_cache_max_bytes,
                                  max_missing=settings.route_cache_max_absent)
         self.unchanged = UnchangedAnswers()  # unchanged registrations this worker may answer from memory
+        self.unchanged_odds = UnchangedOdds()  # whether trying the store's unchanged path first is worth a call
         self.cluster_infos = ClusterInfos(store.cluster_info_version, store.cluster_info_read, clock)
         self.topic_lists = TopicLists(store, clock)
         self._registered: dict[str, Any] = {}  # the registration counter's children, made on first use
@@ -220,9 +221,10 @@ class NameServer(RouteOps, ConfigOps, ReportOps):
         s = self.settings
         if isinstance(body, bytes | bytearray):
             assert decode is not None
-            if unchanged_first and not changed:
+            if unchanged_first and not changed and self.unchanged_odds.worth_trying(len(body)):
                 epoch = self.unchanged.epoch
                 res = await self._register_unchanged(who, digest, single_topic_guard, connection)
+                self.unchanged_odds.tried(res is not None)
                 if res is not None:
                     if res.who is not None and not who.cluster_bound:
                         self.unchanged.put(epoch, digest, connection, Answer(*res.who, res))

@@ -107,3 +107,38 @@ def _unindex(index: dict[Any, set[tuple[str, str]]], name: Any, key: tuple[str, 
         keys.discard(key)
         if not keys:
             del index[name]
+
+
+class UnchangedOdds:
+    """Whether a registration is worth trying as unchanged first. A fleet's cold start sends only first
+    registrations, which the unchanged path can never apply: each try was a Redis round trip inside the
+    registration's turn for nothing (5 000 brokers: 5 000 extra calls). While fewer than LOW of the last WINDOW
+    tries were applied, bodies up to SMALL bytes go straight to the full path, all but one in PROBE, which still
+    tries so that the odds recover when the fleet re-registers the same bytes (a worker restarted under a running
+    fleet: nearly all tries apply). Larger bodies are always tried: not decoding them is what the path is for."""
+
+    WINDOW = 64
+    LOW = 0.25
+    SMALL = 256 * 1024
+    PROBE = 8
+
+    def __init__(self) -> None:
+        self._recent: list[bool] = []
+        self._hits = 0
+        self._passed = 0
+        self.skipped = 0  # registrations sent straight to the full path (metrics)
+
+    def worth_trying(self, size: int) -> bool:
+        if size > self.SMALL or len(self._recent) < self.WINDOW or self._hits >= self.LOW * self.WINDOW:
+            return True
+        self._passed += 1
+        if self._passed % self.PROBE == 0:
+            return True
+        self.skipped += 1
+        return False
+
+    def tried(self, applied: bool) -> None:
+        self._recent.append(applied)
+        self._hits += applied
+        if len(self._recent) > self.WINDOW:
+            self._hits -= self._recent.pop(0)
