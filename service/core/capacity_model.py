@@ -12,20 +12,20 @@ MODEL = Model(
     heartbeat_worker_us=7.2949,
     read_worker_us=3.5343,
     event_worker_us_per_topic=0.5908,
-    redis_bytes_per_entry=83.3297,
-    redis_bytes_per_topic=377.0929,
-    redis_base_mb=2.4489,
-    worker_base_mb=71.3945,
-    worker_bytes_per_broker=4992.3186,
-    worker_bytes_per_route=3977.7075,
+    redis_bytes_per_entry=83.0324,
+    redis_bytes_per_topic=406.8199,
+    redis_base_mb=2.6253,
+    worker_base_mb=71.6094,
+    worker_bytes_per_broker=5019.3522,
+    worker_bytes_per_route=3764.183,
     brokers_per_topic_measured=10,
     body_bytes_per_topic=174.2222,
-    cache_bytes_per_route=2475.7754,
-    restart_worker_us_per_topic=66.8,
-    restart_redis_us_per_topic=24.9,
-    worker_factor=3.914,
-    redis_factor=5.8566,
-    extra_worker_cores=0.0058,
+    cache_bytes_per_route=2475.7753,
+    restart_worker_us_per_topic=69.0,
+    restart_redis_us_per_topic=20.1,
+    worker_factor=3.7639,
+    redis_factor=5.7785,
+    extra_worker_cores=0.0,
     basis={
         'per request': 'benchmarks.peers, rmq-namesrv, 1 worker (git 3b84eefdb9, 2026-11-28, AMD EPYC '
             '×2, Linux 6.18.44-fc-v657)',
@@ -34,9 +34,9 @@ MODEL = Model(
             '000; zipped 360 and 2,710 B (git 86be702df2)',
         'change events': "benchmarks.write_profiles, the mix: 12.8 % of the worker's samples (git "
             'ba8e4f4a49)',
-        'fleet': 'benchmarks.fleet, 10,000 brokers × 100 topics, 50,000 clients (git 3a0f7cab72, '
-            '2026-11-28, load average 1.16 before it): calibrated on rmq-namesrv, 1 worker, '
-            '7.29 CPU-s per simulated minute (Redis 0.38), with 2 workers 7.63; its rolling '
-            'restart of 1,000 brokers 6.7 worker and 2.5 Redis CPU-s beyond steady minutes',
+        'fleet': 'benchmarks.fleet, 10,000 brokers × 100 topics, 50,000 clients (git 95fcb68b5d, '
+            '2026-11-28, load average 4.27 before it): calibrated on rmq-namesrv, 1 worker, '
+            '7.01 CPU-s per simulated minute (Redis 0.37), with 2 workers 7.01; its rolling '
+            'restart of 1,000 brokers 6.9 worker and 2.0 Redis CPU-s beyond steady minutes',
     },
 )
