@@ -181,24 +181,32 @@ local function changes_join(ch, broker_name, t, enc)
   joined[t] = true
 end
 
--- The fields of a join line for `broker_name` as getRoutes would show it now ("cluster\team\tzone\tid,addr,..."),
--- or nil when a worker could not build its BrokerData from them alone: the broker gone, shown with an acting
--- master (enableActingMaster without id 0: getRoutes rewrites its ids per topic), any filter server registered
--- (routes carry them by address), or a field holding a separator. Its topics are then evicted instead.
+-- A broker as getRoutes sends it: "brokerName\tcluster\tenableActingMaster\tzoneName\tid,addr,id,addr..." (names
+-- and addresses hold neither tab nor comma: validated), or nil when it does not exist; and its data and addresses.
+local function broker_line(base, b)
+  local meta = rcall("HMGET", base .. "b:" .. b, "cluster", "enableActingMaster", "zoneName")
+  if not meta[1] then return nil, meta, nil end
+  local aflat = rcall("HGETALL", base .. "ba:" .. b)
+  return table.concat({ b, meta[1], meta[2] or "0", meta[3] or "", table.concat(aflat, ",") }, "\t"), meta, aflat
+end
+
+-- The fields of a join line for `broker_name` as getRoutes would show it now (its line without the name:
+-- "cluster\team\tzone\tid,addr,..."), or nil when a worker could not build its BrokerData from them alone: the
+-- broker gone, shown with an acting master (enableActingMaster without id 0: getRoutes rewrites its ids per topic),
+-- any filter server registered (routes carry them by address), or a field holding a separator. Its topics are then
+-- evicted instead.
 local function join_fields(base, broker_name)
-  local meta = rcall("HMGET", base .. "b:" .. broker_name, "cluster", "enableActingMaster", "zoneName")
-  if not meta[1] or rcall("HLEN", base .. "filtersrv") > 0 then return nil end
-  local aflat = rcall("HGETALL", base .. "ba:" .. broker_name)
+  local line, meta, aflat = broker_line(base, broker_name)
+  if not line or rcall("HLEN", base .. "filtersrv") > 0 then return nil end
   local zero = false
   for i = 1, #aflat, 2 do
     if aflat[i] == "0" then zero = true end
   end
   if #aflat == 0 or (meta[2] == "1" and not zero) then return nil end
-  local addrs = table.concat(aflat, ",")
   if string.find(meta[1] .. (meta[3] or ""), "[\t\n,]") or string.find(table.concat(aflat, ""), "[\t\n,]") then
     return nil
   end
-  return table.concat({ meta[1], meta[2] or "0", meta[3] or "", addrs }, "\t")
+  return string.sub(line, #broker_name + 2)
 end
 
 local broker_lines_flush  -- below, with the cluster info version it follows
@@ -314,15 +322,6 @@ local function cluster_info_changed(base, broker_name)
   end
   rcall("ZADD", klog, civer_now, civer_before .. "\t" .. civer_now .. "\t" .. (broker_name or ""))
   if broker_name then lines_changed[broker_name] = true end
-end
-
--- A broker as getRoutes sends it: "brokerName\tcluster\tenableActingMaster\tzoneName\tid,addr,id,addr..." (names
--- and addresses hold neither tab nor comma: validated), or nil when it does not exist; and its data and addresses.
-local function broker_line(base, b)
-  local meta = rcall("HMGET", base .. "b:" .. b, "cluster", "enableActingMaster", "zoneName")
-  if not meta[1] then return nil, meta, nil end
-  local aflat = rcall("HGETALL", base .. "ba:" .. b)
-  return table.concat({ b, meta[1], meta[2] or "0", meta[3] or "", table.concat(aflat, ",") }, "\t"), meta, aflat
 end
 
 -- {P}:bl holds brokers' lines (broker_line), one HMGET for all the brokers of a route read (getRoutes looked up
